@@ -1,0 +1,140 @@
+"""Shared value types: clouds, markets, offers, workloads and plans.
+
+Everything here is a frozen dataclass or an enum; money is ``Decimal`` (US dollars),
+times are timezone-aware UTC. Nothing in this module performs I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+
+HOURS_PER_MONTH = Decimal(730)
+
+
+class Cloud(StrEnum):
+    AWS = "aws"
+    GCP = "gcp"
+    AZURE = "azure"
+
+
+class Market(StrEnum):
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+    RESERVED_1Y = "reserved_1y"
+    RESERVED_3Y = "reserved_3y"
+
+    @property
+    def is_reserved(self) -> bool:
+        return self in (Market.RESERVED_1Y, Market.RESERVED_3Y)
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One purchasable pool: an instance type in one location and market at one price.
+
+    ``zone`` is None where the price is regional (Azure, AWS reservations).
+    ``hourly_usd`` is per instance and effective (commitments amortised over their term).
+    """
+
+    cloud: Cloud
+    region: str
+    zone: str | None
+    instance_type: str
+    gpu: str
+    gpus_per_instance: int
+    gpu_memory_gib: int
+    vcpus: int
+    memory_gib: Decimal
+    market: Market
+    hourly_usd: Decimal
+    interconnect: str | None = None
+    currency: str = "USD"
+
+    @property
+    def location(self) -> str:
+        """The narrowest place this offer names: its zone, or its region when it has none."""
+        return self.zone or self.region
+
+    @property
+    def usd_per_gpu_hour(self) -> Decimal:
+        return self.hourly_usd / self.gpus_per_instance
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """What the catalog knows about one stored price snapshot."""
+
+    id: int
+    source: str
+    cloud: Cloud
+    fetched_at: datetime
+    row_count: int
+    current: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One workload's shape: how many GPUs a node has, how much spot, gang or spread."""
+
+    name: str
+    max_spot_fraction: Decimal = Decimal("0.5")
+    node_gpus: int | None = None
+    gang: bool = False
+    spread_zones: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Instances of one on-demand or spot offer serving one workload, per slot."""
+
+    offer: Offer
+    workload: str
+    instances_by_slot: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Reserved instances of one reserved offer, held (and paid) in every slot."""
+
+    offer: Offer
+    instances: int
+    used_by_slot: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The optimizer's answer. Costs are in USD over the horizon (``slot_hours`` per slot)."""
+
+    gpu: str
+    demand: dict[str, tuple[int, ...]]
+    allocations: tuple[Allocation, ...]
+    reservations: tuple[Reservation, ...]
+    slot_cost_usd: tuple[Decimal, ...]
+    lower_bound_usd: Decimal
+    status: str
+    solver: str
+    offers_considered: int
+    offers_dropped: int
+    binding: tuple[str, ...] = ()
+
+    @property
+    def horizon_hours(self) -> int:
+        return len(self.slot_cost_usd)
+
+    @property
+    def total_cost_usd(self) -> Decimal:
+        return sum(self.slot_cost_usd, Decimal(0))
+
+    @property
+    def gap(self) -> Decimal:
+        total = self.total_cost_usd
+        if total == 0:
+            return Decimal(0)
+        return max(Decimal(0), (total - self.lower_bound_usd) / total)

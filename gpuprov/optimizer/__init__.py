@@ -1,0 +1,1 @@
+"""The optimizer: ``problem`` (the MILP, math in its docstring), ``solve``, ``explain``, ``baselines``."""

@@ -1,0 +1,243 @@
+"""The price catalog: snapshots of offers, one current snapshot per cloud.
+
+Reads run one SQL text through either the standard library's ``sqlite3`` (for a plain
+SQLite file: it keeps SQLAlchemy and pydantic off the start-up path of ``plan`` and
+``prices``) or a SQLAlchemy connection (PostgreSQL and anything else). Writes, and the
+schema itself, go through SQLModel. A refresh or import is one transaction: the new
+snapshot becomes current only once all its rows are in.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection, Iterable, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from gpuprov.errors import StoreError
+from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
+from gpuprov.store.db import database_url, sqlite_path
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+SCHEMA_VERSION = "1"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
+
+OFFER_COLUMNS = (
+    "cloud", "region", "zone", "instance_type", "gpu", "gpus_per_instance", "gpu_memory_gib",
+    "vcpus", "memory_gib", "market", "hourly_usd", "interconnect", "currency",
+)
+SNAPSHOT_COLUMNS = ("id", "source", "cloud", "fetched_at", "row_count", "current")
+
+
+def offer_from_row(row: Sequence[Any]) -> Offer:
+    (cloud, region, zone, itype, gpu, gpi, gmem, vcpus, mem, market, price, ic, cur) = row
+    return Offer(
+        cloud=Cloud(cloud), region=region, zone=zone or None, instance_type=itype, gpu=gpu,
+        gpus_per_instance=int(gpi), gpu_memory_gib=int(gmem), vcpus=int(vcpus),
+        memory_gib=Decimal(mem), market=Market(market), hourly_usd=Decimal(price),
+        interconnect=ic or None, currency=cur,
+    )
+
+
+def offer_to_row(offer: Offer, snapshot_id: int) -> dict[str, Any]:
+    return {
+        "snapshot_id": snapshot_id, "cloud": offer.cloud.value, "region": offer.region,
+        "zone": offer.zone, "instance_type": offer.instance_type, "gpu": offer.gpu,
+        "gpus_per_instance": offer.gpus_per_instance, "gpu_memory_gib": offer.gpu_memory_gib,
+        "vcpus": offer.vcpus, "memory_gib": str(offer.memory_gib), "market": offer.market.value,
+        "hourly_usd": str(offer.hourly_usd), "interconnect": offer.interconnect,
+        "currency": offer.currency,
+    }
+
+
+def _parse_time(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    text = str(value)
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _in_clause(name: str, values: Collection[str], params: dict[str, Any]) -> str:
+    keys = []
+    for i, value in enumerate(sorted(values)):
+        key = f"{name}{i}"
+        params[key] = value
+        keys.append(f":{key}")
+    return f"({', '.join(keys)})"
+
+
+class Catalog:
+    """The local catalog behind one database URL."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or database_url()
+        self._path = sqlite_path(self.url)
+        self._engine: Engine | None = None
+        self._ready = False
+
+    # -- reading -------------------------------------------------------------------
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
+        if self._path is not None:
+            try:
+                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open the catalog at {self._path}: {exc}") from exc
+            try:
+                return list(con.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read the catalog at {self._path}: {exc}") from exc
+            finally:
+                con.close()
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self.engine().connect() as sa_con:
+                return [tuple(r) for r in sa_con.execute(text(sql), params).all()]
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {exc}") from exc
+
+    def _schema_version(self) -> str | None:
+        """The stored schema version, or None where the schema has not been created yet."""
+        if self._path is not None:
+            if not self._path.exists():
+                return None
+            try:
+                rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
+            except StoreError:
+                return None
+            return str(rows[0][0]) if rows else None
+        from sqlalchemy import inspect
+
+        if not inspect(self.engine()).has_table("gpuprov_meta"):
+            return None
+        rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
+        return str(rows[0][0]) if rows else None
+
+    def ensure_schema(self) -> None:
+        """Create the schema on first use; refuse a database written by another schema version."""
+        if self._ready:
+            return
+        version = self._schema_version()
+        if version is None:
+            self._create_schema()
+        elif version != SCHEMA_VERSION:
+            raise StoreError(
+                f"the catalog at {self.url} has schema version {version}; "
+                f"this gpuprov expects {SCHEMA_VERSION}",
+                hint="point GPUPROV_DATABASE_URL at a new database, or upgrade gpuprov",
+            )
+        self._ready = True
+
+    def snapshots(self, current_only: bool = False) -> list[SnapshotInfo]:
+        self.ensure_schema()
+        sql = f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM gpuprov_snapshot"
+        if current_only:
+            sql += " WHERE current = :yes"
+        sql += " ORDER BY id"
+        return [
+            SnapshotInfo(id=int(r[0]), source=r[1], cloud=Cloud(r[2]), fetched_at=_parse_time(r[3]),
+                         row_count=int(r[4]), current=bool(r[5]))
+            for r in self._rows(sql, {"yes": True})
+        ]
+
+    def offers(
+        self,
+        gpus: Collection[str],
+        clouds: Collection[Cloud] | None = None,
+        markets: Collection[Market] | None = None,
+    ) -> list[Offer]:
+        """Offers of the given canonical GPUs from every cloud's current snapshot."""
+        self.ensure_schema()
+        params: dict[str, Any] = {"yes": True}
+        cols = ", ".join(f"o.{c}" for c in OFFER_COLUMNS)
+        sql = (f"SELECT {cols} FROM gpuprov_offer o JOIN gpuprov_snapshot s ON s.id = o.snapshot_id "
+               f"WHERE s.current = :yes AND o.gpu IN {_in_clause('g', gpus, params)}")
+        if clouds is not None:
+            sql += f" AND o.cloud IN {_in_clause('c', [c.value for c in clouds], params)}"
+        if markets is not None:
+            sql += f" AND o.market IN {_in_clause('m', [m.value for m in markets], params)}"
+        if not gpus or (clouds is not None and not clouds) or (markets is not None and not markets):
+            return []
+        return [offer_from_row(r) for r in self._rows(sql, params)]
+
+    # -- writing -------------------------------------------------------------------
+    def engine(self) -> Engine:
+        if self._engine is None:
+            from sqlalchemy import event
+            from sqlmodel import create_engine
+
+            if self._path is not None:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                engine = create_engine(self.url)
+            except Exception as exc:  # bad URL, missing driver: one clear line
+                raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from exc
+            if engine.dialect.name == "sqlite":
+                @event.listens_for(engine, "connect")
+                def _fk_on(dbapi_con: Any, _record: Any) -> None:
+                    dbapi_con.execute("PRAGMA foreign_keys=ON")
+            self._engine = engine
+        return self._engine
+
+    def _create_schema(self) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+        from sqlmodel import Session, SQLModel
+
+        from gpuprov.store import tables
+
+        try:
+            SQLModel.metadata.create_all(self.engine())
+            with Session(self.engine()) as session:
+                if session.get(tables.MetaRow, "schema_version") is None:
+                    session.add(tables.MetaRow(key="schema_version", value=SCHEMA_VERSION))
+                session.commit()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot create the catalog schema at {self.url}: {exc}") from exc
+
+    def add_snapshot(
+        self,
+        source: str,
+        cloud: Cloud,
+        fetched_at: datetime,
+        offers: Iterable[Offer],
+        note: str = "",
+        make_current: bool = True,
+    ) -> SnapshotInfo:
+        """Store a snapshot and its offers in one transaction; it becomes the cloud's current one."""
+        if fetched_at.tzinfo is None:
+            raise ValueError("fetched_at must be timezone-aware")
+        self.ensure_schema()
+        from sqlalchemy import insert, update
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from gpuprov.store import tables
+
+        rows = [o for o in offers]
+        for o in rows:
+            if o.cloud != cloud:
+                raise ValueError(f"offer of {o.cloud} in a {cloud} snapshot")
+        snap_t = tables.SnapshotRow.__table__  # type: ignore[attr-defined]
+        offer_t = tables.OfferRow.__table__  # type: ignore[attr-defined]
+        try:
+            with self.engine().begin() as con:
+                result = con.execute(insert(snap_t).values(
+                    source=source, cloud=cloud.value, fetched_at=fetched_at.astimezone(UTC),
+                    created_at=datetime.now(UTC), row_count=len(rows), current=False, note=note))
+                key = result.inserted_primary_key
+                if key is None:
+                    raise StoreError("the database returned no id for the new snapshot")
+                snap_id = int(key[0])
+                if rows:
+                    con.execute(insert(offer_t), [offer_to_row(o, snap_id) for o in rows])
+                if make_current:
+                    con.execute(update(snap_t).where(snap_t.c.cloud == cloud.value)
+                                .values(current=False))
+                    con.execute(update(snap_t).where(snap_t.c.id == snap_id).values(current=True))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"could not store the {cloud} snapshot from {source}: {exc}") from exc
+        return SnapshotInfo(id=snap_id, source=source, cloud=cloud, fetched_at=fetched_at,
+                            row_count=len(rows), current=make_current)

@@ -1,0 +1,50 @@
+"""Table rows of the local catalog (SQLModel). Kept apart from the value types in models.py.
+
+Money is stored as a decimal string: SQLite would store a Decimal column as REAL and lose
+exactness. Datetimes are stored timezone-aware (sqlmodel rejects naive ones at flush).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+
+
+class MetaRow(SQLModel, table=True):
+    __tablename__ = "gpuprov_meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class SnapshotRow(SQLModel, table=True):
+    __tablename__ = "gpuprov_snapshot"
+    id: int | None = Field(default=None, primary_key=True)
+    source: str
+    cloud: str = Field(index=True)
+    fetched_at: datetime
+    created_at: datetime
+    row_count: int = 0
+    current: bool = Field(default=False, index=True)
+    note: str = ""
+
+
+class OfferRow(SQLModel, table=True):
+    __tablename__ = "gpuprov_offer"
+    id: int | None = Field(default=None, primary_key=True)
+    snapshot_id: int = Field(foreign_key="gpuprov_snapshot.id", index=True)
+    cloud: str
+    region: str
+    zone: str | None = None
+    instance_type: str
+    gpu: str = Field(index=True)
+    gpus_per_instance: int
+    gpu_memory_gib: int
+    vcpus: int
+    memory_gib: str
+    interconnect: str | None = None
+    market: str
+    hourly_usd: str
+    currency: str = "USD"

@@ -1,0 +1,274 @@
+"""Read price catalogs in SkyPilot's v8 ``vms.csv`` layouts into offers.
+
+Three layouts (the header row tells them apart):
+
+* AWS: ``InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,
+  AvailabilityZone,Arch``
+  - per availability-zone id; a SpotPrice that is empty or equal to Price is "no quote".
+* GCP: ``InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice``
+  - host VM rows and accelerator rows (InstanceType empty) are separate; an offer is a
+    host + its GPUs in one zone, priced as their sum.
+* Azure: ``InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation``
+  - per region; fractional GPU counts (0.5 of an A10) are skipped.
+
+Rows that cannot become an offer are counted by reason in ``ParseReport`` rather than
+dropped silently. A row that is malformed (a price that is not a number) raises
+``ConfigError`` naming the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from gpuprov.errors import ConfigError, UnknownGpuError
+from gpuprov.models import Cloud, Market, Offer
+from pricing import gpus
+
+AWS_HEADER = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
+              "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone")
+GCP_HEADER = ("InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "AcceleratorCount",
+              "GpuInfo", "Region", "AvailabilityZone", "Price", "SpotPrice")
+AZURE_HEADER = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
+                "GpuInfo", "Price", "SpotPrice", "Region")
+
+
+@dataclass
+class ParseReport:
+    offers: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+
+@dataclass(frozen=True)
+class _Row:
+    line: int
+    values: dict[str, str]
+
+    def get(self, key: str) -> str:
+        return (self.values.get(key) or "").strip()
+
+    def money(self, key: str, origin: str) -> Decimal | None:
+        text = self.get(key)
+        if not text:
+            return None
+        try:
+            value = Decimal(text)
+        except InvalidOperation:
+            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a number") from None
+        if not value.is_finite():
+            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a finite number")
+        return value
+
+    def quantity(self, key: str, origin: str) -> Decimal:
+        """A plain number with no trailing zeros and no exponent (``30.0`` -> ``30``)."""
+        value = self.number(key, origin)
+        return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
+
+    def number(self, key: str, origin: str) -> Decimal:
+        text = self.get(key)
+        try:
+            value = Decimal(text)
+        except InvalidOperation:
+            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a number") from None
+        if not value.is_finite():
+            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a finite number")
+        return value
+
+
+def read_rows(lines: Iterable[str], origin: str) -> tuple[tuple[str, ...], list[_Row]]:
+    reader = csv.DictReader(lines)
+    header = tuple(reader.fieldnames or ())
+    rows = []
+    for values in reader:
+        if None in values:
+            raise ConfigError(f"{origin}:{reader.line_num}: more fields than the header has")
+        rows.append(_Row(reader.line_num, values))
+    return header, rows
+
+
+def detect_cloud(header: tuple[str, ...], origin: str) -> Cloud:
+    cols = set(header)
+    if set(AWS_HEADER) <= cols:
+        return Cloud.AWS
+    if set(GCP_HEADER) <= cols:
+        return Cloud.GCP
+    if set(AZURE_HEADER) <= cols and "AvailabilityZone" not in cols:
+        return Cloud.AZURE
+    raise ConfigError(f"{origin}:1: not a SkyPilot v8 vms.csv header: {','.join(header)}")
+
+
+def _gpu(row: _Row, report: ParseReport) -> tuple[str, int] | None:
+    name = row.get("AcceleratorName")
+    if not name:
+        report.skip("no accelerator")
+        return None
+    try:
+        canonical = gpus.canonical(name)
+    except UnknownGpuError:
+        report.skip(f"unknown accelerator {name}")
+        return None
+    count = Decimal(row.get("AcceleratorCount") or "0")
+    if count < 1 or count != count.to_integral_value():
+        report.skip("fractional GPU")
+        return None
+    return canonical, int(count)
+
+
+def _pair(od: Decimal | None, spot: Decimal | None, report: ParseReport,
+          spot_equal_means_none: bool) -> list[tuple[Market, Decimal]]:
+    out: list[tuple[Market, Decimal]] = []
+    if od is None:
+        report.skip("no on-demand price")
+    else:
+        out.append((Market.ON_DEMAND, od))
+    if spot is None or (spot_equal_means_none and od is not None and spot == od):
+        report.skip("no spot quote")
+    else:
+        out.append((Market.SPOT, spot))
+    return out
+
+
+def parse_aws(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
+    for row in rows:
+        gpu = _gpu(row, report)
+        if gpu is None:
+            continue
+        name, count = gpu
+        od = row.money("Price", origin)
+        spot = row.money("SpotPrice", origin)
+        for market, price in _pair(od, spot, report, spot_equal_means_none=True):
+            report.offers += 1
+            yield Offer(
+                cloud=Cloud.AWS, region=row.get("Region"), zone=row.get("AvailabilityZone") or None,
+                instance_type=row.get("InstanceType"), gpu=name, gpus_per_instance=count,
+                gpu_memory_gib=gpus.memory_gib(name), vcpus=int(row.number("vCPUs", origin)),
+                memory_gib=row.quantity("MemoryGiB", origin), market=market,
+                hourly_usd=price,
+            )
+
+
+def parse_azure(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
+    for row in rows:
+        gpu = _gpu(row, report)
+        if gpu is None:
+            continue
+        name, count = gpu
+        od = row.money("Price", origin)
+        spot = row.money("SpotPrice", origin)
+        for market, price in _pair(od, spot, report, spot_equal_means_none=False):
+            report.offers += 1
+            yield Offer(
+                cloud=Cloud.AZURE, region=row.get("Region"), zone=None,
+                instance_type=row.get("InstanceType"), gpu=name, gpus_per_instance=count,
+                gpu_memory_gib=gpus.memory_gib(name), vcpus=int(row.number("vCPUs", origin)),
+                memory_gib=row.quantity("MemoryGiB", origin), market=market,
+                hourly_usd=price,
+            )
+
+
+# GCP machine families with GPUs built in: (pattern, accelerator spelling, GPU count or None
+# for "the number before the trailing g").
+_GCP_BUILTIN: tuple[tuple[str, str, int | None, str | None], ...] = (
+    (r"a2-highgpu-(\d+)g", "A100", None, None),
+    (r"a2-megagpu-(\d+)g", "A100", None, None),
+    (r"a2-ultragpu-(\d+)g", "A100-80GB", None, None),
+    (r"a3-highgpu-(\d+)g", "H100", None, "GPUDirect-TCPX"),
+    (r"a3-edgegpu-(\d+)g(-nolssd)?", "H100", None, "GPUDirect-TCPX"),
+    (r"a3-megagpu-(\d+)g", "H100-MEGA", None, "GPUDirect-TCPXO"),
+    (r"a3-ultragpu-(\d+)g(-nolssd)?", "H200", None, "GPUDirect-RDMA"),
+    (r"a4-highgpu-(\d+)g", "B200", None, "GPUDirect-RDMA"),
+    (r"g2-standard-(4|8|12|16|32)", "L4", 1, None),
+    (r"g2-standard-24", "L4", 2, None),
+    (r"g2-standard-48", "L4", 4, None),
+    (r"g2-standard-96", "L4", 8, None),
+)
+# n1 hosts that T4, V100, P4 and P100 attach to: one host size per GPU count.
+GCP_N1_HOST = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
+_GCP_ATTACHABLE = {"T4", "V100", "P4", "P100"}
+
+
+def _gcp_builtin(machine: str) -> tuple[str, int, str | None] | None:
+    for pattern, accel, fixed, interconnect in _GCP_BUILTIN:
+        m = re.fullmatch(pattern, machine)
+        if m:
+            return accel, fixed if fixed is not None else int(m.group(1)), interconnect
+    return None
+
+
+def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
+    hosts: dict[tuple[str, str], _Row] = {}
+    accels: dict[tuple[str, str, int], _Row] = {}
+    for row in rows:
+        itype, zone = row.get("InstanceType"), row.get("AvailabilityZone")
+        if itype:
+            hosts[(zone, itype)] = row
+        elif row.get("AcceleratorName"):
+            n_gpus = Decimal(row.get("AcceleratorCount") or "0")
+            if n_gpus != n_gpus.to_integral_value() or n_gpus < 1:
+                report.skip("fractional GPU")
+                continue
+            accels[(zone, row.get("AcceleratorName"), int(n_gpus))] = row
+        else:
+            report.skip("neither a host nor an accelerator")
+
+    def emit(host: _Row, accel: _Row, accel_name: str, count: int,
+             interconnect: str | None) -> Iterator[Offer]:
+        try:
+            name = gpus.canonical(accel_name)
+        except UnknownGpuError:
+            report.skip(f"unknown accelerator {accel_name}")
+            return
+        od_h, od_a = host.money("Price", origin), accel.money("Price", origin)
+        sp_h, sp_a = host.money("SpotPrice", origin), accel.money("SpotPrice", origin)
+        od = od_h + od_a if od_h is not None and od_a is not None else None
+        spot = sp_h + sp_a if sp_h is not None and sp_a is not None else None
+        for market, price in _pair(od, spot, report, spot_equal_means_none=False):
+            report.offers += 1
+            yield Offer(
+                cloud=Cloud.GCP, region=host.get("Region"), zone=host.get("AvailabilityZone"),
+                instance_type=host.get("InstanceType"), gpu=name, gpus_per_instance=count,
+                gpu_memory_gib=gpus.memory_gib(name), vcpus=int(host.number("vCPUs", origin)),
+                memory_gib=host.quantity("MemoryGiB", origin), market=market,
+                hourly_usd=price, interconnect=interconnect,
+            )
+
+    used_accels: set[tuple[str, str, int]] = set()
+    for (zone, itype), host in sorted(hosts.items()):
+        builtin = _gcp_builtin(itype)
+        if builtin is not None:
+            accel_name, count, interconnect = builtin
+            accel = accels.get((zone, accel_name, count))
+            if accel is None:
+                report.skip("host without its GPU price")
+                continue
+            used_accels.add((zone, accel_name, count))
+            yield from emit(host, accel, accel_name, count, interconnect)
+    for (zone, accel_name, n), attached in sorted(accels.items()):
+        if accel_name not in _GCP_ATTACHABLE:
+            if (zone, accel_name, n) not in used_accels:
+                report.skip("GPU without a host machine type")
+            continue
+        host_type = GCP_N1_HOST.get(n)
+        n1_host = hosts.get((zone, host_type)) if host_type else None
+        if n1_host is None:
+            report.skip("attachable GPU without an n1 host price")
+            continue
+        yield from emit(n1_host, attached, accel_name, n, None)
+
+
+def parse(lines: Iterable[str], origin: str, report: ParseReport,
+          cloud: Cloud | None = None) -> tuple[Cloud, list[Offer]]:
+    """Parse one SkyPilot v8 vms.csv (any cloud's layout) into offers."""
+    header, rows = read_rows(lines, origin)
+    found = detect_cloud(header, origin)
+    if cloud is not None and cloud != found:
+        raise ConfigError(f"{origin}: the file has the {found} layout, not {cloud}")
+    parser = {Cloud.AWS: parse_aws, Cloud.GCP: parse_gcp, Cloud.AZURE: parse_azure}[found]
+    return found, list(parser(rows, origin, report))

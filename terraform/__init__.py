@@ -1,0 +1,1 @@
+"""terraform — see the package modules."""
