@@ -1,0 +1,89 @@
+"""The catalog store: schema on first use, snapshots swap atomically, both read paths agree."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from gpuprov.errors import StoreError
+from gpuprov.models import Cloud, Market, Offer
+from gpuprov.store import catalog as catalog_mod
+from gpuprov.store import tables
+from gpuprov.store.catalog import Catalog
+
+T0 = datetime(2026, 5, 20, tzinfo=UTC)
+
+
+def offer(price: str, zone: str = "use1-az1", market: Market = Market.ON_DEMAND, cloud: Cloud = Cloud.AWS) -> Offer:
+    return Offer(cloud=cloud, region="us-east-1", zone=zone, instance_type="p4d.24xlarge", gpu="A100-40GB",
+                 gpus_per_instance=8, gpu_memory_gib=40, vcpus=96, memory_gib=Decimal("1152"),
+                 market=market, hourly_usd=Decimal(price))
+
+
+def test_schema_versions_agree() -> None:
+    assert catalog_mod.SCHEMA_VERSION == str(tables.SCHEMA_VERSION)
+
+
+def test_prices_round_trip_exactly(_isolated_db: str) -> None:
+    cat = Catalog(_isolated_db)
+    prices = ["32.7726", "0.000001", "12345.678901234", "2.4655"]
+    cat.add_snapshot("test", Cloud.AWS, T0, [offer(p, zone=f"z{i}") for i, p in enumerate(prices)])
+    got = sorted(str(o.hourly_usd) for o in cat.offers(["A100-40GB"]))
+    assert got == sorted(prices)
+
+
+def test_new_snapshot_becomes_current_and_old_one_stays(_isolated_db: str) -> None:
+    cat = Catalog(_isolated_db)
+    first = cat.add_snapshot("one", Cloud.AWS, T0, [offer("30")])
+    cat.add_snapshot("gcp", Cloud.GCP, T0, [offer("5", cloud=Cloud.GCP)])
+    second = cat.add_snapshot("two", Cloud.AWS, T0, [offer("20"), offer("9", market=Market.SPOT)])
+    snaps = {s.id: s for s in cat.snapshots()}
+    assert not snaps[first.id].current and snaps[second.id].current
+    assert [s.source for s in cat.snapshots(current_only=True)] == ["gcp", "two"]
+    assert sorted(o.hourly_usd for o in cat.offers(["A100-40GB"], clouds=[Cloud.AWS])) == [Decimal(9), Decimal(20)]
+    assert [o.market for o in cat.offers(["A100-40GB"], markets=[Market.SPOT])] == [Market.SPOT]
+    assert snaps[first.id].fetched_at == T0
+
+
+def test_a_failed_write_leaves_the_current_snapshot_alone(_isolated_db: str) -> None:
+    cat = Catalog(_isolated_db)
+    cat.add_snapshot("good", Cloud.AWS, T0, [offer("30")])
+    bad = offer("31")
+    object.__setattr__(bad, "gpus_per_instance", None)   # NOT NULL column: the insert fails mid-way
+    with pytest.raises(StoreError):
+        cat.add_snapshot("bad", Cloud.AWS, T0, [offer("1"), bad])
+    assert [s.source for s in cat.snapshots()] == ["good"]
+    assert [o.hourly_usd for o in cat.offers(["A100-40GB"])] == [Decimal(30)]
+
+
+def test_sqlite_fast_reader_and_sqlalchemy_reader_agree(_isolated_db: str) -> None:
+    cat = Catalog(_isolated_db)
+    cat.add_snapshot("a", Cloud.AWS, T0, [offer("30"), offer("9", market=Market.SPOT), offer("20", zone="z2")])
+    fast = cat.offers(["A100-40GB"], markets=[Market.ON_DEMAND])
+    slow = Catalog(_isolated_db)
+    slow._path = None          # force the SQLAlchemy path, as for PostgreSQL
+    assert sorted(slow.offers(["A100-40GB"], markets=[Market.ON_DEMAND]), key=str) == sorted(fast, key=str)
+    assert slow.snapshots() == cat.snapshots()
+
+
+def test_other_schema_version_is_refused(_isolated_db: str, tmp_path: Path) -> None:
+    Catalog(_isolated_db).snapshots()
+    path = _isolated_db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE gpuprov_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99"):
+        Catalog(_isolated_db).snapshots()
+
+
+def test_naive_times_are_refused(_isolated_db: str) -> None:
+    with pytest.raises(ValueError):
+        Catalog(_isolated_db).add_snapshot("x", Cloud.AWS, datetime(2026, 1, 1), [])
+
+
+def test_bad_url_is_a_store_error() -> None:
+    with pytest.raises(StoreError):
+        Catalog("nosuchdb://x/y").snapshots()
