@@ -4,7 +4,9 @@ Three layouts (the header row tells them apart):
 
 * AWS: ``InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,
   AvailabilityZone,Arch``
-  - per availability-zone id; a SpotPrice that is empty or equal to Price is "no quote".
+  - per availability-zone id; an empty SpotPrice is "no quote". A SpotPrice equal to Price
+    (SkyPilot's stand-in where it had no quote) is kept as a spot offer at that price: it is
+    never cheaper than on demand, so it cannot mislead the optimizer, and imports stay exact.
 * GCP: ``InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice``
   - host VM rows and accelerator rows (InstanceType empty) are separate; an offer is a
     host + its GPUs in one zone, priced as their sum.
@@ -121,14 +123,13 @@ def _gpu(row: _Row, report: ParseReport) -> tuple[str, int] | None:
     return canonical, int(count)
 
 
-def _pair(od: Decimal | None, spot: Decimal | None, report: ParseReport,
-          spot_equal_means_none: bool) -> list[tuple[Market, Decimal]]:
+def _pair(od: Decimal | None, spot: Decimal | None, report: ParseReport) -> list[tuple[Market, Decimal]]:
     out: list[tuple[Market, Decimal]] = []
     if od is None:
         report.skip("no on-demand price")
     else:
         out.append((Market.ON_DEMAND, od))
-    if spot is None or (spot_equal_means_none and od is not None and spot == od):
+    if spot is None:
         report.skip("no spot quote")
     else:
         out.append((Market.SPOT, spot))
@@ -143,7 +144,7 @@ def parse_aws(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         name, count = gpu
         od = row.money("Price", origin)
         spot = row.money("SpotPrice", origin)
-        for market, price in _pair(od, spot, report, spot_equal_means_none=True):
+        for market, price in _pair(od, spot, report):
             report.offers += 1
             yield Offer(
                 cloud=Cloud.AWS, region=row.get("Region"), zone=row.get("AvailabilityZone") or None,
@@ -162,7 +163,7 @@ def parse_azure(rows: Iterable[_Row], origin: str, report: ParseReport) -> Itera
         name, count = gpu
         od = row.money("Price", origin)
         spot = row.money("SpotPrice", origin)
-        for market, price in _pair(od, spot, report, spot_equal_means_none=False):
+        for market, price in _pair(od, spot, report):
             report.offers += 1
             yield Offer(
                 cloud=Cloud.AZURE, region=row.get("Region"), zone=None,
@@ -229,7 +230,7 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         sp_h, sp_a = host.money("SpotPrice", origin), accel.money("SpotPrice", origin)
         od = od_h + od_a if od_h is not None and od_a is not None else None
         spot = sp_h + sp_a if sp_h is not None and sp_a is not None else None
-        for market, price in _pair(od, spot, report, spot_equal_means_none=False):
+        for market, price in _pair(od, spot, report):
             report.offers += 1
             yield Offer(
                 cloud=Cloud.GCP, region=host.get("Region"), zone=host.get("AvailabilityZone"),
