@@ -88,6 +88,7 @@ class Workload:
     node_gpus: int | None = None
     gang: bool = False
     spread_zones: int = 1
+    lost_hours_per_interruption: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,8 @@ class Plan:
     offers_considered: int
     offers_dropped: int
     binding: tuple[str, ...] = ()
+    objective_usd: Decimal | None = None     # what was minimised: cost + expected interruption overhead
+    notes: tuple[str, ...] = ()
 
     @property
     def horizon_hours(self) -> int:
@@ -134,7 +137,8 @@ class Plan:
 
     @property
     def gap(self) -> Decimal:
-        total = self.total_cost_usd
+        """Relative gap between what was minimised and the proven lower bound on it."""
+        total = self.objective_usd if self.objective_usd is not None else self.total_cost_usd
         if total == 0:
             return Decimal(0)
         return max(Decimal(0), (total - self.lower_bound_usd) / total)

@@ -190,12 +190,15 @@ def plan_tables(doc: dict[str, Any]) -> list[Any]:
                       a["market"], str(n), str(n * a["gpus_per_instance"]),
                       f"${a['hourly_usd']:,.2f}")
     summary = Table(show_header=False, box=None)
+    summary.add_column(justify="left", no_wrap=True)
     summary.add_column(justify="left")
-    summary.add_column(justify="right")
-    summary.add_row("hourly cost", f"${doc['hourly_cost_usd']:,.2f}")
+    hours = doc["horizon_hours"]
+    summary.add_row("hourly cost" if hours == 1 else "hourly cost (average)", f"${doc['hourly_cost_usd']:,.2f}")
     summary.add_row("monthly (730 h)", f"${doc['monthly_cost_usd']:,.2f}")
-    summary.add_row("lower bound / gap",
-                    f"${doc['lower_bound_usd']:,.2f} / {doc['gap']:.2%}")
+    if hours > 1:
+        summary.add_row(f"over the {hours} h horizon", f"${doc['total_cost_usd']:,.2f}")
+    summary.add_row("proven lower bound / gap",
+                    f"${doc['lower_bound_usd'] / hours:,.2f}/h / {doc['gap']:.2%}")
     b, s = doc["baselines"], doc["savings"]
     for label, key, skey in (
         (f"all on-demand in {b['all_on_demand_location']}", "all_on_demand_usd", "vs_all_on_demand"),
@@ -205,10 +208,66 @@ def plan_tables(doc: dict[str, Any]) -> list[Any]:
         if b[key] is None:
             summary.add_row(label, "not available")
             continue
-        hourly = b[key] / doc["horizon_hours"]
+        hourly = b[key] / hours
         summary.add_row(label, f"${hourly:,.2f}/h  (plan saves {s[skey]['fraction']:.1%})")
     if doc["binding_constraints"]:
         summary.add_row("binding", "; ".join(doc["binding_constraints"]))
     summary.add_row("offers", f"{doc['offers_considered']} considered, "
                     f"{doc['offers_dropped_as_dominated']} dropped as dominated")
     return [alloc, summary]
+
+
+def slot_runs(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, int]]]:
+    """Runs of consecutive slots with the same GPUs per market: (first, last, {market: GPUs})."""
+    hours = doc["horizon_hours"]
+    per_slot: list[dict[str, int]] = []
+    for t in range(hours):
+        row: dict[str, int] = {}
+        for a in doc["allocations"]:
+            row[a["market"]] = row.get(a["market"], 0) + a["instances_by_slot"][t] * a["gpus_per_instance"]
+        per_slot.append(row)
+    runs: list[tuple[int, int, dict[str, int]]] = []
+    for t, row in enumerate(per_slot):
+        if runs and runs[-1][2] == row:
+            runs[-1] = (runs[-1][0], t, row)
+        else:
+            runs.append((t, t, row))
+    return runs
+
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def slot_label(doc: dict[str, Any], first: int, last: int) -> str:
+    def one(t: int, end: bool) -> str:
+        hour = (t + 1 if end else t) % 24
+        if doc.get("slot_origin") == "week":
+            return f"{_DAYS[(t // 24) % 7]} {hour:02d}:00"
+        return f"{hour:02d}:00"
+    return f"{one(first, False)}–{one(last, True)}"
+
+
+def slot_chart(doc: dict[str, Any], width: int = 60) -> Any:
+    """GPUs by market per run of slots, as coloured bars (local time of the policy)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    colours = {"reserved_1y": "blue", "reserved_3y": "cyan", "on_demand": "yellow", "spot": "green"}
+    runs = slot_runs(doc)
+    peak = max((sum(r.values()) for _a, _b, r in runs), default=0) or 1
+    legend = Text(f"GPUs by market, {doc.get('timezone', 'UTC')} local time  ")
+    for label, market in (("reserved", "reserved_1y"), ("on demand", "on_demand"), ("spot", "spot")):
+        legend.append("█ ", style=colours[market]).append(f"{label}  ")
+    table = Table(title=legend, title_justify="left", box=None)
+    table.add_column("hours", no_wrap=True)
+    table.add_column("GPUs", justify="right")
+    table.add_column("by market", no_wrap=True)
+    for first, last, row in runs:
+        bar = Text()
+        for market in ("reserved_1y", "reserved_3y", "on_demand", "spot"):
+            n = row.get(market, 0)
+            if n:
+                bar.append("█" * max(1, round(n / peak * width)), style=colours[market])
+        detail = ", ".join(f"{m} {n}" for m, n in row.items() if n)
+        table.add_row(slot_label(doc, first, last), str(sum(row.values())), bar + Text(f"  {detail}"))
+    return table

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gpuprov.errors import InfeasibleError
 from gpuprov.models import Cloud, Market, Offer, Plan, Workload
 from gpuprov.optimizer import baselines
-from gpuprov.optimizer.problem import PlanRequest, prepare
+from gpuprov.optimizer.problem import PlanRequest
+from gpuprov.optimizer.reduce import prepare
 from gpuprov.optimizer.solve import solve
 
 
@@ -97,8 +98,8 @@ def test_dominated_offers_are_dropped_and_counted() -> None:
               off("a", "on_demand", 8, "33", "z")]
     request = PlanRequest(gpu="A100-80GB", workloads=(Workload("cluster", D(0)),),
                           demand={"cluster": (8,)}, offers=offers)
-    kept, dropped = prepare(request)
-    assert [o.instance_type for o in kept] == ["x"] and dropped == 2
+    prepared = prepare(request)
+    assert [o.instance_type for o in prepared.offers] == ["x"] and prepared.dropped == 2
     assert solve(request).offers_dropped == 2
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gpuprov.errors import StoreError
 from gpuprov.models import Cloud, Market, Offer
-from gpuprov.store import catalog as catalog_mod
+from gpuprov.store import database as database_mod
 from gpuprov.store import tables
 from gpuprov.store.catalog import Catalog
 
@@ -25,7 +25,7 @@ def offer(price: str, zone: str = "use1-az1", market: Market = Market.ON_DEMAND,
 
 
 def test_schema_versions_agree() -> None:
-    assert catalog_mod.SCHEMA_VERSION == str(tables.SCHEMA_VERSION)
+    assert database_mod.SCHEMA_VERSION == str(tables.SCHEMA_VERSION)
 
 
 def test_prices_round_trip_exactly(_isolated_db: str) -> None:
@@ -87,3 +87,17 @@ def test_naive_times_are_refused(_isolated_db: str) -> None:
 def test_bad_url_is_a_store_error() -> None:
     with pytest.raises(StoreError):
         Catalog("nosuchdb://x/y").snapshots()
+
+
+def test_a_version_1_database_is_upgraded_in_place(_isolated_db: str) -> None:
+    cat = Catalog(_isolated_db)
+    cat.add_snapshot("keep", Cloud.AWS, T0, [offer("30")])
+    path = _isolated_db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as con:
+        con.execute("DROP TABLE gpuprov_plan")
+        con.execute("UPDATE gpuprov_meta SET value = '1' WHERE key = 'schema_version'")
+    again = Catalog(_isolated_db)
+    assert [o.hourly_usd for o in again.offers(["A100-40GB"])] == [Decimal(30)]
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == ("2",)
+        assert con.execute("SELECT count(*) FROM gpuprov_plan").fetchone() == (0,)

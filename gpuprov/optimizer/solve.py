@@ -2,205 +2,287 @@
 
 Pure: no printing, no database, no clock. The model is built from coefficient lists
 (``LpAffineExpression``), not ``+=`` loops, which is several times faster to build.
+Variables are per demand profile (distinct demand vector), not per slot; the answer is
+expanded back to every slot.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from gpuprov.errors import InfeasibleError, SolverError
-from gpuprov.models import Allocation, Market, Plan, Reservation
+from gpuprov.models import Allocation, Market, Offer, Plan, Reservation
 from gpuprov.optimizer import explain
-from gpuprov.optimizer.problem import PlanRequest, big_m, effective_price, eligible, prepare
+from gpuprov.optimizer.problem import (
+    PlanRequest,
+    Profile,
+    big_m,
+    effective_price,
+    eligible,
+    profiles,
+    spread_cap,
+)
+from gpuprov.optimizer.reduce import prepare
 
-CENT = Decimal("0.000001")
+MICRO = Decimal("0.000001")
+Terms = list[tuple[Any, float]]
 
 
 def _check(request: PlanRequest) -> None:
-    slots = request.slots
-    if slots < 1:
+    if request.slots < 1:
         raise InfeasibleError("the plan has no slots")
     for w in request.workloads:
         if any(d < 0 for d in request.demand[w.name]):
             raise InfeasibleError(f"negative demand for {w.name}")
+        if w.spread_zones < 1:
+            raise InfeasibleError(f"{w.name}: spread over at least 1 zone")
+
+
+@dataclass
+class Model:
+    """The PuLP problem and its variables, indexed by (offer index, workload, profile index)."""
+
+    prob: Any
+    flex: list[Offer]
+    resv: list[Offer]
+    profiles: list[Profile]
+    x: dict[tuple[int, str, int], Any] = field(default_factory=dict)
+    r: dict[tuple[int, str, int], Any] = field(default_factory=dict)
+    y: dict[int, Any] = field(default_factory=dict)
+    gang: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> None:
+        import pulp
+
+        self.prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+
+
+def build(request: PlanRequest, offers: list[Offer]) -> Model:
+    import pulp
+
+    W = request.workloads
+    widx = {w.name: i for i, w in enumerate(W)}
+    P = profiles(request)
+    m = Model(pulp.LpProblem("gpuprov", pulp.LpMinimize),
+              [o for o in offers if not o.market.is_reserved],
+              [o for o in offers if o.market.is_reserved], P)
+    le, ge = pulp.LpConstraintLE, pulp.LpConstraintGE
+    integer = pulp.LpInteger
+
+    for i, o in enumerate(m.flex):
+        for w in W:
+            if eligible(o, w):
+                ub = big_m(request.demand[w.name], o.gpus_per_instance)
+                for p, prof in enumerate(P):
+                    if prof.demand[widx[w.name]] > 0:
+                        m.x[i, w.name, p] = m.prob.add_variable(f"x_{i}_{w.name}_{p}", 0, ub, integer)
+    for j, o in enumerate(m.resv):
+        ub = sum(big_m(request.demand[w.name], o.gpus_per_instance) for w in W if eligible(o, w))
+        m.y[j] = m.prob.add_variable(f"y_{j}", 0, ub, integer)
+        for w in W:
+            if eligible(o, w):
+                for p, prof in enumerate(P):
+                    if prof.demand[widx[w.name]] > 0:
+                        m.r[j, w.name, p] = m.prob.add_variable(f"r_{j}_{w.name}_{p}", 0, None)
+
+    by_resv: dict[tuple[int, int], Terms] = defaultdict(list)
+    for (j, _w, p), var in m.r.items():
+        by_resv[j, p].append((var, 1))
+    for (j, p), terms in by_resv.items():
+        m.add([*terms, (m.y[j], -1)], le, 0, f"resv_{j}_{p}")
+
+    cover: dict[tuple[str, int], Terms] = defaultdict(list)
+    spot: dict[tuple[str, int], Terms] = defaultdict(list)
+    at_place: dict[tuple[str, int, str], Terms] = defaultdict(list)
+    count_at_place: dict[tuple[str, int, str], Terms] = defaultdict(list)
+    for (i, wn, p), var in m.x.items():
+        o = m.flex[i]
+        cover[wn, p].append((var, o.gpus_per_instance))
+        at_place[wn, p, o.location].append((var, o.gpus_per_instance))
+        count_at_place[wn, p, o.location].append((var, 1))
+        if o.market is Market.SPOT:
+            spot[wn, p].append((var, o.gpus_per_instance))
+    for (j, wn, p), var in m.r.items():
+        o = m.resv[j]
+        cover[wn, p].append((var, o.gpus_per_instance))
+        at_place[wn, p, o.location].append((var, o.gpus_per_instance))
+        count_at_place[wn, p, o.location].append((var, 1))
+    for w in W:
+        for p, prof in enumerate(P):
+            d = prof.demand[widx[w.name]]
+            if d <= 0:
+                continue
+            m.add(cover[w.name, p], ge, d, f"cover_{w.name}_{p}")
+            if spot[w.name, p]:
+                m.add(spot[w.name, p], le, float(w.max_spot_fraction) * d, f"spot_{w.name}_{p}")
+            if w.spread_zones >= 2:
+                _spread(m, w.name, p, d, spread_cap(d, w), w.spread_zones, at_place, count_at_place)
+
+    for w in W:
+        if w.gang:
+            _gang(m, request, w.name)
+    _caps(m, request)
+    _budget(m, request)
+
+    objective: Terms = []
+    wl = {w.name: w for w in W}
+    for (i, wn, p), var in m.x.items():
+        objective.append((var, float(effective_price(m.flex[i], wl[wn], request)) * P[p].weight))
+    objective += [(m.y[j], float(o.hourly_usd) * request.slots) for j, o in enumerate(m.resv)]
+    m.prob.setObjective(pulp.LpAffineExpression(objective))
+    return m
+
+
+def _spread(m: Model, wn: str, p: int, demand: int, cap: int, k: int,
+            at_place: dict[tuple[str, int, str], Terms], count_at_place: dict[tuple[str, int, str], Terms]) -> None:
+    import pulp
+
+    places = sorted(pl for (w2, p2, pl) in at_place if (w2, p2) == (wn, p))
+    for n, place in enumerate(places):
+        m.add(at_place[wn, p, place], pulp.LpConstraintLE, cap, f"spread_{wn}_{p}_{n}")
+    if cap * (k - 1) < demand:
+        return                              # the caps alone force k locations
+    used = []
+    for n, place in enumerate(places):
+        u = m.prob.add_variable(f"u_{wn}_{p}_{n}", 0, 1, pulp.LpInteger)
+        used.append((u, 1))
+        m.add([*count_at_place[wn, p, place], (u, -1)], pulp.LpConstraintGE, 0, f"used_{wn}_{p}_{n}")
+    m.add(used, pulp.LpConstraintGE, k, f"spreadk_{wn}_{p}")
+
+
+def _gang(m: Model, request: PlanRequest, wn: str) -> None:
+    import pulp
+
+    places = sorted({o.location for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
+                    | {o.location for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)})
+    b = {k: m.prob.add_variable(f"b_{wn}_{n}", 0, 1, pulp.LpInteger) for n, k in enumerate(places)}
+    m.gang[wn] = b
+    m.add([(v, 1) for v in b.values()], pulp.LpConstraintEQ, 1, f"gang_{wn}")
+    demand = request.demand[wn]
+    for (i, w2, p), var in m.x.items():
+        if w2 == wn:
+            o = m.flex[i]
+            m.add([(var, 1), (b[o.location], -big_m(demand, o.gpus_per_instance))],
+                  pulp.LpConstraintLE, 0, f"gx_{i}_{wn}_{p}")
+    for (j, w2, p), var in m.r.items():
+        if w2 == wn:
+            o = m.resv[j]
+            m.add([(var, 1), (b[o.location], -big_m(demand, o.gpus_per_instance))],
+                  pulp.LpConstraintLE, 0, f"gr_{j}_{wn}_{p}")
+
+
+def _flex_by_offer(m: Model) -> dict[tuple[int, int], Terms]:
+    out: dict[tuple[int, int], Terms] = defaultdict(list)
+    for (i, _w, p), var in m.x.items():
+        out[i, p].append((var, 1))
+    return out
+
+
+def _caps(m: Model, request: PlanRequest) -> None:
+    import pulp
+
+    if not (request.offer_caps or request.region_caps):
+        return
+    flex = _flex_by_offer(m)
+    for i, o in enumerate(m.flex):
+        cap = request.offer_caps.get(o.key)
+        if cap is not None:
+            for p in range(len(m.profiles)):
+                if flex[i, p]:
+                    m.add(flex[i, p], pulp.LpConstraintLE, cap, f"cap_{i}_{p}")
+    for j, o in enumerate(m.resv):
+        cap = request.offer_caps.get(o.key)
+        if cap is not None:
+            m.y[j].upBound = min(cap, m.y[j].upBound)
+    for n, ((cloud, region), cap) in enumerate(sorted(request.region_caps.items())):
+        resv = [(m.y[j], 1.0) for j, o in enumerate(m.resv) if (o.cloud.value, o.region) == (cloud, region)]
+        for p in range(len(m.profiles)):
+            terms = [t for i, o in enumerate(m.flex) if (o.cloud.value, o.region) == (cloud, region)
+                     for t in flex[i, p]]
+            if terms or resv:
+                m.add(terms + resv, pulp.LpConstraintLE, cap, f"rcap_{n}_{p}")
+
+
+def _budget(m: Model, request: PlanRequest) -> None:
+    import pulp
+
+    if request.budget_per_hour is None:
+        return
+    resv = [(m.y[j], float(o.hourly_usd)) for j, o in enumerate(m.resv)]
+    for p in range(len(m.profiles)):
+        terms = [(var, float(m.flex[i].hourly_usd)) for (i, _w, p2), var in m.x.items() if p2 == p]
+        m.add(terms + resv, pulp.LpConstraintLE, float(request.budget_per_hour), f"budget_{p}")
 
 
 def solve(request: PlanRequest) -> Plan:
-    import pulp
-
     _check(request)
-    offers, dropped = prepare(request)
-    T = range(request.slots)
-    W = request.workloads
+    prepared = prepare(request)
+    offers = prepared.offers
     explain.raise_if_obviously_infeasible(request, offers)
-
-    flex = [o for o in offers if not o.market.is_reserved]
-    resv = [o for o in offers if o.market.is_reserved]
-    prob = pulp.LpProblem("gpuprov", pulp.LpMinimize)
-    x: dict[tuple[int, str, int], Any] = {}
-    r: dict[tuple[int, str, int], Any] = {}
-    y: dict[int, Any] = {}
-    cat_int = pulp.LpInteger
-
-    for i, o in enumerate(flex):
-        for w in W:
-            if not eligible(o, w):
-                continue
-            ub = big_m(request.demand[w.name], o.gpus_per_instance)
-            for t in T:
-                if request.demand[w.name][t] > 0:
-                    x[i, w.name, t] = prob.add_variable(f"x_{i}_{w.name}_{t}", 0, ub, cat_int)
-    for j, o in enumerate(resv):
-        peak = max(big_m(request.demand[w.name], o.gpus_per_instance)
-                   for w in W if eligible(o, w))
-        total_peak = sum(big_m(request.demand[w.name], o.gpus_per_instance)
-                         for w in W if eligible(o, w))
-        y[j] = prob.add_variable(f"y_{j}", 0, max(peak, total_peak), cat_int)
-        for w in W:
-            if not eligible(o, w):
-                continue
-            for t in T:
-                if request.demand[w.name][t] > 0:
-                    r[j, w.name, t] = prob.add_variable(f"r_{j}_{w.name}_{t}", 0, None)
-
-    def add(terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> None:
-        prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
-
-    le, ge, eq = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
-
-    # reserved use
-    by_resv_t: dict[tuple[int, int], list[Any]] = defaultdict(list)
-    for (j, _w, t), var in r.items():
-        by_resv_t[j, t].append(var)
-    for (j, t), vars_ in by_resv_t.items():
-        add([(v, 1) for v in vars_] + [(y[j], -1)], le, 0, f"resv_{j}_{t}")
-
-    # cover and spot ceiling
-    cover: dict[tuple[str, int], list[tuple[Any, float]]] = defaultdict(list)
-    spot: dict[tuple[str, int], list[tuple[Any, float]]] = defaultdict(list)
-    for (i, wn, t), var in x.items():
-        g = flex[i].gpus_per_instance
-        cover[wn, t].append((var, g))
-        if flex[i].market is Market.SPOT:
-            spot[wn, t].append((var, g))
-    for (j, wn, t), var in r.items():
-        cover[wn, t].append((var, resv[j].gpus_per_instance))
-    wl = {w.name: w for w in W}
-    for w in W:
-        for t in T:
-            d = request.demand[w.name][t]
-            if d <= 0:
-                continue
-            add(cover[w.name, t], ge, d, f"cover_{w.name}_{t}")
-            if spot[w.name, t]:
-                add(spot[w.name, t], le, float(wl[w.name].max_spot_fraction) * d,
-                    f"spot_{w.name}_{t}")
-
-    # gang: one location per gang workload
-    gang_vars: dict[str, dict[str, Any]] = {}
-    for w in W:
-        if not w.gang:
-            continue
-        places = sorted({o.location for o in offers if eligible(o, w)})
-        b = {k: prob.add_variable(f"b_{w.name}_{n}", 0, 1, cat_int) for n, k in enumerate(places)}
-        gang_vars[w.name] = b
-        add([(v, 1) for v in b.values()], eq, 1, f"gang_{w.name}")
-        for (i, wn, t), var in x.items():
-            if wn == w.name:
-                o = flex[i]
-                add([(var, 1), (b[o.location], -big_m(request.demand[wn], o.gpus_per_instance))],
-                    le, 0, f"gx_{i}_{wn}_{t}")
-        for (j, wn, t), var in r.items():
-            if wn == w.name:
-                o = resv[j]
-                add([(var, 1), (b[o.location], -big_m(request.demand[wn], o.gpus_per_instance))],
-                    le, 0, f"gr_{j}_{wn}_{t}")
-
-    # caps
-    flex_t: dict[tuple[int, int], list[Any]] = defaultdict(list)
-    for (i, _w, t), var in x.items():
-        flex_t[i, t].append(var)
-    for i, o in enumerate(flex):
-        cap = request.offer_caps.get(o.key)
-        if cap is not None:
-            for t in T:
-                if flex_t[i, t]:
-                    add([(v, 1) for v in flex_t[i, t]], le, cap, f"cap_{i}_{t}")
-    for j, o in enumerate(resv):
-        cap = request.offer_caps.get(o.key)
-        if cap is not None:
-            y[j].upBound = min(cap, y[j].upBound)
-    for (cloud, region), cap in request.region_caps.items():
-        ridx = [j for j, o in enumerate(resv) if (o.cloud.value, o.region) == (cloud, region)]
-        for t in T:
-            rterms: list[tuple[Any, float]] = [
-                (v, 1) for i, o in enumerate(flex) if (o.cloud.value, o.region) == (cloud, region)
-                for v in flex_t[i, t]]
-            rterms += [(y[j], 1) for j in ridx]
-            if rterms:
-                add(rterms, le, cap, f"rcap_{cloud}_{region}_{t}")
-
-    # budget per slot (list prices, not the interruption overhead)
-    if request.budget_per_hour is not None:
-        for t in T:
-            bterms: list[tuple[Any, float]] = [
-                (v, float(o.hourly_usd)) for i, o in enumerate(flex) for v in flex_t[i, t]]
-            bterms += [(y[j], float(o.hourly_usd)) for j, o in enumerate(resv)]
-            add(bterms, le, float(request.budget_per_hour), f"budget_{t}")
-
-    nslots = len(T)
-    objective = [(var, float(effective_price(flex[i], request))) for (i, _w, _t), var in x.items()]
-    objective += [(y[j], float(o.hourly_usd) * nslots) for j, o in enumerate(resv)]
-    prob.setObjective(pulp.LpAffineExpression(objective))
-
-    status, bound = _run(prob, request)
-    if status != "Optimal" and status != "Feasible":
+    model = build(request, offers)
+    status, bound = _run(model.prob, request)
+    if status not in ("Optimal", "Feasible"):
         raise explain.infeasible(request, offers, status)
+    plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound,
+                 prepared.notes)
+    return _with(plan, binding=explain.binding(request, plan, model.gang))
+
+
+def _read(m: Model, request: PlanRequest, dropped: int, considered: int, status: str,
+          bound: float, notes: tuple[str, ...]) -> Plan:
+    W, T = request.workloads, range(request.slots)
+    slot_profile = {t: p for p, prof in enumerate(m.profiles) for t in prof.slots}
 
     def val(v: Any) -> int:
         return round(v.value() or 0)
 
-    allocations: list[Allocation] = []
-    for i, o in enumerate(flex):
+    allocations = []
+    for i, o in enumerate(m.flex):
         for w in W:
-            counts = tuple(val(x[i, w.name, t]) if (i, w.name, t) in x else 0 for t in T)
+            counts = tuple(val(m.x[k]) if (k := (i, w.name, slot_profile[t])) in m.x else 0 for t in T)
             if any(counts):
                 allocations.append(Allocation(offer=o, workload=w.name, instances_by_slot=counts))
-    reservations: list[Reservation] = []
-    for j, o in enumerate(resv):
-        n = val(y[j])
+    reservations = []
+    for j, o in enumerate(m.resv):
+        n = val(m.y[j])
         if n:
-            used = {w.name: tuple(math.ceil((r[j, w.name, t].value() or 0) - 1e-6)
-                                  if (j, w.name, t) in r else 0 for t in T) for w in W}
+            used = {w.name: tuple(math.ceil((m.r[k].value() or 0) - 1e-6)
+                                  if (k := (j, w.name, slot_profile[t])) in m.r else 0 for t in T)
+                    for w in W}
             reservations.append(Reservation(offer=o, instances=n,
                                             used_by_slot={k: v for k, v in used.items() if any(v)}))
+    held = sum((rv.offer.hourly_usd * rv.instances for rv in reservations), Decimal(0))
     slot_cost = tuple(
-        sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0))
-        + sum((rv.offer.hourly_usd * rv.instances for rv in reservations), Decimal(0))
+        (sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0)) + held)
         for t in T)
-    plan_wo_bound = Plan(
-        gpu=request.gpu, demand={k: tuple(v) for k, v in request.demand.items()},
+    wl = {w.name: w for w in W}
+    objective = sum(slot_cost, Decimal(0)) + sum(
+        (a.offer.hourly_usd * (effective_price(a.offer, wl[a.workload], request) / a.offer.hourly_usd - 1)
+         * sum(a.instances_by_slot) for a in allocations), Decimal(0))
+    lower = min(Decimal(repr(bound)).quantize(MICRO), objective)
+    return Plan(
+        gpu=request.gpu, demand={w.name: tuple(request.demand[w.name]) for w in W},
         allocations=tuple(allocations), reservations=tuple(reservations),
-        slot_cost_usd=tuple(c.quantize(CENT) for c in slot_cost), lower_bound_usd=Decimal(0),
-        status=status, solver=request.solver, offers_considered=len(offers),
-        offers_dropped=dropped)
-    lower = min(Decimal(str(bound)).quantize(CENT), plan_wo_bound.total_cost_usd)
-    return Plan(**{**_fields(plan_wo_bound), "lower_bound_usd": lower,
-                   "binding": explain.binding(request, plan_wo_bound, gang_vars)})
+        slot_cost_usd=slot_cost, lower_bound_usd=lower, status=status, solver=request.solver,
+        offers_considered=considered, offers_dropped=dropped, objective_usd=objective, notes=notes)
 
 
-def _fields(plan: Plan) -> dict[str, Any]:
-    return {f: getattr(plan, f) for f in plan.__dataclass_fields__}
+def _with(plan: Plan, **changes: Any) -> Plan:
+    from dataclasses import replace
+
+    return replace(plan, **changes)
 
 
 def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
-    """Solve; return PuLP's status name and a proven lower bound on the objective."""
+    """Solve; return "Optimal", "Feasible" or the solver's status, and a proven lower bound."""
     import pulp
 
     if request.solver == "highs":
@@ -223,21 +305,19 @@ def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
         elif prob.sol_status == pulp.LpSolutionIntegerFeasible:
             status = "Feasible"
         with open(log, encoding="utf-8", errors="replace") as fh:
-            bound = _cbc_bound(fh.read())
+            bound = cbc_bound(fh.read())
     if bound is None:
         bound = _relaxation_bound(prob)
     return status, bound
 
 
-def _cbc_bound(log: str) -> float | None:
+def cbc_bound(log: str) -> float | None:
     """CBC's best proven bound, read from its log.
 
     'Search completed - best objective X' proves X optimal; a search stopped early (gap or
     time) prints 'Partial search - best objective X (best possible Y)' or 'Lower bound: Y';
     failing those, the last node line's 'best possible', then the root LP relaxation.
     """
-    import re
-
     number = r"([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
     patterns = (rf"Search completed - best objective {number}",
                 rf"Partial search - best objective \S+ \(best possible {number}\)",

@@ -1,28 +1,19 @@
 """The price catalog: snapshots of offers, one current snapshot per cloud.
 
-Reads run one SQL text through either the standard library's ``sqlite3`` (for a plain
-SQLite file: it keeps SQLAlchemy and pydantic off the start-up path of ``plan`` and
-``prices``) or a SQLAlchemy connection (PostgreSQL and anything else). Writes, and the
-schema itself, go through SQLModel. A refresh or import is one transaction: the new
-snapshot becomes current only once all its rows are in.
+A refresh or import is one transaction: the new snapshot becomes current only once all
+its rows are in.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuprov.errors import StoreError
 from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
-from gpuprov.store.db import database_url, sqlite_path
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
-
-SCHEMA_VERSION = "1"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
+from gpuprov.store.database import Database, parse_time
 
 OFFER_COLUMNS = (
     "cloud", "region", "zone", "instance_type", "gpu", "gpus_per_instance", "gpu_memory_gib",
@@ -52,14 +43,6 @@ def offer_to_row(offer: Offer, snapshot_id: int) -> dict[str, Any]:
     }
 
 
-def _parse_time(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    text = str(value)
-    parsed = datetime.fromisoformat(text)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _in_clause(name: str, values: Collection[str], params: dict[str, Any]) -> str:
     keys = []
     for i, value in enumerate(sorted(values)):
@@ -69,68 +52,8 @@ def _in_clause(name: str, values: Collection[str], params: dict[str, Any]) -> st
     return f"({', '.join(keys)})"
 
 
-class Catalog:
-    """The local catalog behind one database URL."""
-
-    def __init__(self, url: str | None = None) -> None:
-        self.url = url or database_url()
-        self._path = sqlite_path(self.url)
-        self._engine: Engine | None = None
-        self._ready = False
-
-    # -- reading -------------------------------------------------------------------
-    def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
-        if self._path is not None:
-            try:
-                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open the catalog at {self._path}: {exc}") from exc
-            try:
-                return list(con.execute(sql, params).fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the catalog at {self._path}: {exc}") from exc
-            finally:
-                con.close()
-        from sqlalchemy import text
-        from sqlalchemy.exc import SQLAlchemyError
-
-        try:
-            with self.engine().connect() as sa_con:
-                return [tuple(r) for r in sa_con.execute(text(sql), params).all()]
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {exc}") from exc
-
-    def _schema_version(self) -> str | None:
-        """The stored schema version, or None where the schema has not been created yet."""
-        if self._path is not None:
-            if not self._path.exists():
-                return None
-            try:
-                rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
-            except StoreError:
-                return None
-            return str(rows[0][0]) if rows else None
-        from sqlalchemy import inspect
-
-        if not inspect(self.engine()).has_table("gpuprov_meta"):
-            return None
-        rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
-        return str(rows[0][0]) if rows else None
-
-    def ensure_schema(self) -> None:
-        """Create the schema on first use; refuse a database written by another schema version."""
-        if self._ready:
-            return
-        version = self._schema_version()
-        if version is None:
-            self._create_schema()
-        elif version != SCHEMA_VERSION:
-            raise StoreError(
-                f"the catalog at {self.url} has schema version {version}; "
-                f"this gpuprov expects {SCHEMA_VERSION}",
-                hint="point GPUPROV_DATABASE_URL at a new database, or upgrade gpuprov",
-            )
-        self._ready = True
+class Catalog(Database):
+    """Snapshots of offers; one current snapshot per cloud."""
 
     def snapshots(self, current_only: bool = False) -> list[SnapshotInfo]:
         self.ensure_schema()
@@ -139,7 +62,7 @@ class Catalog:
             sql += " WHERE current = :yes"
         sql += " ORDER BY id"
         return [
-            SnapshotInfo(id=int(r[0]), source=r[1], cloud=Cloud(r[2]), fetched_at=_parse_time(r[3]),
+            SnapshotInfo(id=int(r[0]), source=r[1], cloud=Cloud(r[2]), fetched_at=parse_time(r[3]),
                          row_count=int(r[4]), current=bool(r[5]))
             for r in self._rows(sql, {"yes": True})
         ]
@@ -163,40 +86,6 @@ class Catalog:
         if not gpus or (clouds is not None and not clouds) or (markets is not None and not markets):
             return []
         return [offer_from_row(r) for r in self._rows(sql, params)]
-
-    # -- writing -------------------------------------------------------------------
-    def engine(self) -> Engine:
-        if self._engine is None:
-            from sqlalchemy import event
-            from sqlmodel import create_engine
-
-            if self._path is not None:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                engine = create_engine(self.url)
-            except Exception as exc:  # bad URL, missing driver: one clear line
-                raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from exc
-            if engine.dialect.name == "sqlite":
-                @event.listens_for(engine, "connect")
-                def _fk_on(dbapi_con: Any, _record: Any) -> None:
-                    dbapi_con.execute("PRAGMA foreign_keys=ON")
-            self._engine = engine
-        return self._engine
-
-    def _create_schema(self) -> None:
-        from sqlalchemy.exc import SQLAlchemyError
-        from sqlmodel import Session, SQLModel
-
-        from gpuprov.store import tables
-
-        try:
-            SQLModel.metadata.create_all(self.engine())
-            with Session(self.engine()) as session:
-                if session.get(tables.MetaRow, "schema_version") is None:
-                    session.add(tables.MetaRow(key="schema_version", value=SCHEMA_VERSION))
-                session.commit()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot create the catalog schema at {self.url}: {exc}") from exc
 
     def add_snapshot(
         self,

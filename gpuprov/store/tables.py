@@ -10,7 +10,7 @@ from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class MetaRow(SQLModel, table=True):
@@ -48,3 +48,16 @@ class OfferRow(SQLModel, table=True):
     market: str
     hourly_usd: str
     currency: str = "USD"
+
+
+class PlanRow(SQLModel, table=True):
+    """A saved plan: the JSON document ``gpuprov plan --output json`` prints, by content id."""
+
+    __tablename__ = "gpuprov_plan"
+    id: str = Field(primary_key=True)
+    created_at: datetime
+    gpu: str
+    gpus: int
+    policy: str
+    hourly_usd: str
+    document: str

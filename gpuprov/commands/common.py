@@ -1,0 +1,132 @@
+"""What several commands share: flag parsing, the catalog with its bundled snapshot, output."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import typer
+
+from gpuprov.errors import UsageError
+from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
+
+
+def split(values: Sequence[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or ():
+        out += [p.strip() for p in v.split(",") if p.strip()]
+    return out
+
+
+def parse_clouds(values: Sequence[str] | None) -> list[Cloud] | None:
+    names = split(values)
+    if not names or names == ["all"]:
+        return None
+    out = []
+    for n in names:
+        try:
+            out.append(Cloud(n.lower()))
+        except ValueError:
+            raise UsageError(f"unknown cloud {n!r}",
+                             f"choose from {', '.join(c.value for c in Cloud)}") from None
+    return out
+
+
+def parse_markets(values: Sequence[str] | None) -> list[Market] | None:
+    names = split(values)
+    if not names or names == ["all"]:
+        return None
+    aliases = {"ondemand": "on_demand", "on-demand": "on_demand", "od": "on_demand",
+               "reserved": "reserved_1y", "reserved-1y": "reserved_1y", "reserved-3y": "reserved_3y"}
+    out = []
+    for n in names:
+        key = aliases.get(n.lower(), n.lower())
+        try:
+            out.append(Market(key))
+        except ValueError:
+            raise UsageError(f"unknown market {n!r}",
+                             f"choose from {', '.join(m.value for m in Market)}") from None
+    return out
+
+
+def parse_decimal(text: str, flag: str, low: Decimal, high: Decimal | None = None) -> Decimal:
+    what = f"between {low} and {high}" if high is not None else f"at least {low}"
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise UsageError(f"{flag} must be a number {what}, got {text!r}") from None
+    if not value.is_finite() or value < low or (high is not None and value > high):
+        raise UsageError(f"{flag} must be a number {what}, got {text!r}")
+    return value
+
+
+def parse_fraction(text: str, flag: str) -> Decimal:
+    return parse_decimal(text, flag, Decimal(0), Decimal(1))
+
+
+def parse_output(value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise UsageError(f"unknown output format {value!r}", f"choose from {', '.join(allowed)}")
+    return value
+
+
+def positive(value: int | None, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise UsageError(f"{flag} must be a positive whole number, got {value}")
+
+
+def open_catalog() -> tuple[Any, list[SnapshotInfo]]:
+    """The catalog, with the bundled snapshot loaded on first use; and its current snapshots."""
+    from gpuprov.store.catalog import Catalog
+
+    catalog = Catalog()
+    current = catalog.snapshots(current_only=True)
+    if not current:
+        from pricing.snapshot import load_bundled
+
+        for snap in load_bundled():
+            catalog.add_snapshot(snap.source, snap.cloud, snap.as_of, snap.offers, note=snap.note)
+        current = catalog.snapshots(current_only=True)
+    return catalog, current
+
+
+def select_offers(catalog: Any, gpu_type: str, clouds: list[Cloud] | None, markets: list[Market] | None,
+                  region_globs: Sequence[str] | None) -> tuple[tuple[str, ...], list[Offer]]:
+    from pricing.gpus import resolve
+
+    names = resolve(gpu_type)
+    offers: list[Offer] = catalog.offers(names, clouds, markets)
+    globs = split(region_globs)
+    if globs:
+        offers = [o for o in offers if any(fnmatch.fnmatchcase(o.region, g) for g in globs)]
+    return names, offers
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def console() -> Any:
+    """A rich console; wide enough for the tables when output is piped to a file."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"warning: {message}", err=True)
+
+
+def warn_if_stale(snapshots: Sequence[SnapshotInfo], max_age_hours: Decimal, when: datetime) -> None:
+    limit = timedelta(hours=float(max_age_hours))
+    old = [s for s in snapshots if when - s.fetched_at > limit]
+    if old:
+        oldest = min(s.fetched_at for s in old)
+        days = (when - oldest).total_seconds() / 86400
+        warn(f"prices of {', '.join(sorted(s.cloud.value for s in old))} are older than "
+             f"{max_age_hours} h (oldest {oldest:%Y-%m-%d}, {days:.0f} days); "
+             "run 'gpuprov pricing refresh' for live prices")

@@ -1,0 +1,150 @@
+"""``gpuprov plan``: the cheapest mix of reserved, on-demand and spot GPUs; ``gpuprov plans``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal
+from typing import Any
+
+import typer
+
+from gpuprov.commands import common
+from gpuprov.errors import UsageError
+from gpuprov.models import Workload
+
+DEFAULT_MAX_PRICE_AGE_H = Decimal(24)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def plan(
+        gpus: int = typer.Option(None, "--gpus", "-n", help="GPUs the cluster needs (at its peak)"),
+        gpu_type: str = typer.Option(None, "--type", "-t", help="GPU type: a100, a100-80gb, h100, …"),
+        policy: str = typer.Option(None, "--policy", "-p",
+                                   help="policy file or preset: constant, day-night, weekday-weekend"),
+        hours: int = typer.Option(None, "--hours", help="plan horizon with a policy: 24 or 168"),
+        timezone: str = typer.Option(None, "--timezone", help="the policy's local time zone, e.g. Europe/Berlin"),
+        node_gpus: int = typer.Option(None, "--node-gpus", help="GPUs per node; 8 or more makes a one-zone gang"),
+        markets: list[str] = typer.Option(None, "--markets", help="allowed markets (default: all)"),
+        max_spot_fraction: str = typer.Option(None, "--max-spot-fraction", help="at most this share on spot"),
+        clouds: list[str] = typer.Option(None, "--clouds", help="allowed clouds (default: all)"),
+        region: list[str] = typer.Option(None, "--region", help="allowed region globs"),
+        budget: str = typer.Option(None, "--budget", help="at most this many USD per hour"),
+        solver: str = typer.Option("cbc", "--solver", help="cbc or highs"),
+        gap: float = typer.Option(0.001, "--gap", help="relative optimality gap"),
+        time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
+        output: str = typer.Option("table", "--output", "-o", help="table or json"),
+        save: bool = typer.Option(False, "--save", help="store the plan for apply and terraform"),
+        chart: str = typer.Option(None, "--chart", help="write a stacked-area PNG of GPUs by market"),
+    ) -> None:
+        """The cheapest mix of reserved, on-demand and spot instances, hour by hour."""
+        fmt = common.parse_output(output, ("table", "json"))
+        common.positive(gpus, "--gpus")
+        common.positive(node_gpus, "--node-gpus")
+        if not 0 <= gap < 1:
+            raise UsageError(f"--gap must be between 0 and 1, got {gap}")
+        if time_limit <= 0:
+            raise UsageError(f"--time-limit must be positive, got {time_limit}")
+        if solver not in ("cbc", "highs"):
+            raise UsageError(f"unknown solver {solver!r}", "choose cbc or highs")
+        spot = None if max_spot_fraction is None else common.parse_fraction(max_spot_fraction, "--max-spot-fraction")
+        cap = None if budget is None else common.parse_decimal(budget, "--budget", Decimal(0))
+        allowed_clouds, allowed_markets = common.parse_clouds(clouds), common.parse_markets(markets)
+        from gpuprov import planning
+
+        if policy is None:
+            for flag, value in (("--hours", hours), ("--timezone", timezone), ("--budget", budget)):
+                if value is not None:
+                    raise UsageError(f"{flag} goes with --policy")
+            if gpus is None or gpu_type is None:
+                raise UsageError("give --gpus and --type (or --policy)")
+            catalog, snapshots = common.open_catalog()
+            names, offers = common.select_offers(catalog, gpu_type, allowed_clouds, allowed_markets, region)
+            workload = Workload(name="cluster", max_spot_fraction=spot if spot is not None else Decimal("0.5"),
+                                node_gpus=node_gpus, gang=node_gpus is not None and node_gpus >= 8)
+            request = planning.flags_request(_label(names), gpus, workload, offers, solver, gap, time_limit)
+            inputs: dict[str, Any] = {"gpus": gpus, "type": names, "node_gpus": node_gpus, "spot": spot,
+                                      "markets": allowed_markets, "clouds": allowed_clouds, "region": region}
+            context: dict[str, Any] = {"policy": None, "timezone": "UTC", "slot_origin": "constant",
+                                       "windows": [], "workloads": {"cluster": {
+                                           "gang": workload.gang, "node_gpus": node_gpus,
+                                           "max_spot_fraction": float(workload.max_spot_fraction),
+                                           "spread_zones": 1}}}
+            max_age, total = DEFAULT_MAX_PRICE_AGE_H, gpus
+        else:
+            from policies import constraints, loader
+
+            if timezone is not None:
+                loader.parse_timezone(timezone, "--timezone")
+            pol = constraints.apply(loader.load(policy), constraints.Overrides(
+                gpu=gpu_type, gpus=gpus, hours=hours, timezone=timezone, max_spot_fraction=spot,
+                node_gpus=node_gpus, budget_per_hour=cap,
+                markets=None if allowed_markets is None else tuple(m.value for m in allowed_markets),
+                clouds=None if allowed_clouds is None else tuple(c.value for c in allowed_clouds),
+                regions=None if not region else tuple(common.split(region))))
+            if pol.gpu is None:
+                raise UsageError(f"policy {pol.name!r} names no GPU type; pass --type")
+            if pol.gpus is None:
+                raise UsageError(f"policy {pol.name!r} names no GPU total; pass --gpus")
+            catalog, snapshots = common.open_catalog()
+            names, offers = common.select_offers(catalog, pol.gpu, None, None, None)
+            request = planning.policy_request(pol, _label(names), offers, solver, gap, time_limit)
+            inputs = {**planning.policy_inputs(pol), "type": names}
+            context = planning.policy_context(pol)
+            max_age, total = pol.max_price_age_hours, pol.gpus
+        when = common.now()
+        common.warn_if_stale(snapshots, max_age, when)
+        solved = planning.run(request)
+        pid = planning.plan_id(inputs, snapshots)
+        doc = planning.document(pid, solved, snapshots, total, context, when)
+        if save:
+            from gpuprov.store.plans import PlanStore
+
+            PlanStore().save(doc)
+        if chart:
+            from gpuprov import chart as charts
+
+            charts.write_png(doc, chart)
+        if fmt == "json":
+            json.dump(doc, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        from gpuprov import render
+
+        out = common.console()
+        out.print(render.catalog_header(snapshots, when))
+        for block in render.plan_tables(doc):
+            out.print(block)
+        if doc["horizon_hours"] > 1:
+            out.print(render.slot_chart(doc))
+        if save:
+            out.print(f"saved plan {pid}: gpuprov terraform {pid} --out infra/")
+        if chart:
+            out.print(f"chart written to {chart}")
+
+    @app.command()
+    def plans(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+        """Saved plans, newest first."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov.store.plans import PlanStore
+
+        saved = PlanStore().list()
+        if fmt == "json":
+            json.dump([{"id": p.id, "created_at": p.created_at.isoformat(), "gpu": p.gpu, "gpus": p.gpus,
+                        "policy": p.policy, "hourly_usd": float(p.hourly_usd)} for p in saved], sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{len(saved)} saved plans", title_justify="left")
+        for col in ("id", "created (UTC)", "GPUs", "policy", "$/h"):
+            table.add_column(col)
+        for p in saved:
+            table.add_row(p.id, f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.gpus}× {p.gpu}", p.policy,
+                          f"${float(p.hourly_usd):,.2f}")
+        common.console().print(table)
+
+
+def _label(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else "/".join(names)

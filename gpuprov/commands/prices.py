@@ -1,0 +1,45 @@
+"""``gpuprov prices``: offers for a GPU type, cheapest per GPU-hour first."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gpuprov.commands import common
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def prices(
+        gpu_type: str = typer.Option(..., "--type", "-t", help="GPU type: a100, a100-80gb, h100, l4, …"),
+        cloud: list[str] = typer.Option(None, "--cloud", help="aws, gcp, azure (repeat or comma-separate)"),
+        market: list[str] = typer.Option(None, "--market", help="on_demand, spot, reserved_1y, reserved_3y"),
+        region: list[str] = typer.Option(None, "--region", help="region glob, e.g. 'us-*'"),
+        output: str = typer.Option("table", "--output", "-o", help="table, json or csv"),
+        limit: int = typer.Option(30, "--limit", help="rows in the table (json and csv show all)"),
+    ) -> None:
+        """Offers for a GPU type, cheapest per GPU-hour first."""
+        fmt = common.parse_output(output, ("table", "json", "csv"))
+        clouds, markets = common.parse_clouds(cloud), common.parse_markets(market)
+        catalog, snapshots = common.open_catalog()
+        names, offers = common.select_offers(catalog, gpu_type, clouds, markets, region)
+        offers.sort(key=lambda o: (o.usd_per_gpu_hour, o.hourly_usd, o.key))
+        from gpuprov import render
+
+        if fmt == "json":
+            render.prices_json(offers, snapshots, sys.stdout)
+            return
+        if fmt == "csv":
+            render.prices_csv(offers, sys.stdout)
+            return
+        console = common.console()
+        console.print(render.catalog_header(snapshots, common.now()))
+        if not offers:
+            console.print(f"no offers for {', '.join(names)} with these filters")
+            return
+        title = f"{len(offers)} offers for {', '.join(names)}, cheapest first"
+        if limit > 0 and len(offers) > limit:
+            title += f" (first {limit}; --limit 0 for all)"
+            offers = offers[:limit]
+        console.print(render.prices_table(offers, title))

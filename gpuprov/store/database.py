@@ -1,0 +1,136 @@
+"""One database for the catalog and gpuprov's state: SQLite by default, any SQLAlchemy URL.
+
+Reads run SQL text through either the standard library's ``sqlite3`` (for a plain SQLite
+file: it keeps SQLAlchemy and pydantic off the start-up path of ``plan`` and ``prices``)
+or a SQLAlchemy connection (PostgreSQL and anything else). Writes, and the schema itself,
+go through SQLModel. The schema is created on first use and upgraded in place from older
+versions (each upgrade only adds tables).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from gpuprov.errors import StoreError
+from gpuprov.store.db import database_url, sqlite_path
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+SCHEMA_VERSION = "2"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
+UPGRADABLE = ("1",)    # versions whose upgrade is "create the tables added since"
+
+
+def parse_time(value: Any) -> datetime:
+    """A stored time as an aware UTC datetime (SQLite hands back naive strings)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+class Database:
+    """The database behind one URL."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or database_url()
+        self._path = sqlite_path(self.url)
+        self._engine: Engine | None = None
+        self._ready = False
+
+    # -- reading -------------------------------------------------------------------
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
+        if self._path is not None:
+            try:
+                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open the catalog at {self._path}: {exc}") from exc
+            try:
+                return list(con.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read the catalog at {self._path}: {exc}") from exc
+            finally:
+                con.close()
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self.engine().connect() as sa_con:
+                return [tuple(r) for r in sa_con.execute(text(sql), params).all()]
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {exc}") from exc
+
+    def _schema_version(self) -> str | None:
+        """The stored schema version, or None where the schema has not been created yet."""
+        if self._path is not None:
+            if not self._path.exists():
+                return None
+            try:
+                rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
+            except StoreError:
+                return None
+            return str(rows[0][0]) if rows else None
+        from sqlalchemy import inspect
+
+        if not inspect(self.engine()).has_table("gpuprov_meta"):
+            return None
+        rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
+        return str(rows[0][0]) if rows else None
+
+    def ensure_schema(self) -> None:
+        """Create the schema on first use; refuse a database written by another schema version."""
+        if self._ready:
+            return
+        version = self._schema_version()
+        if version is None:
+            self._create_schema()
+        elif version in UPGRADABLE:
+            self._create_schema(upgrade_from=version)
+        elif version != SCHEMA_VERSION:
+            raise StoreError(
+                f"the catalog at {self.url} has schema version {version}; "
+                f"this gpuprov expects {SCHEMA_VERSION}",
+                hint="point GPUPROV_DATABASE_URL at a new database, or upgrade gpuprov",
+            )
+        self._ready = True
+
+    # -- writing -------------------------------------------------------------------
+    def engine(self) -> Engine:
+        if self._engine is None:
+            from sqlalchemy import event
+            from sqlmodel import create_engine
+
+            if self._path is not None:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                engine = create_engine(self.url)
+            except Exception as exc:  # bad URL, missing driver: one clear line
+                raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from exc
+            if engine.dialect.name == "sqlite":
+                @event.listens_for(engine, "connect")
+                def _fk_on(dbapi_con: Any, _record: Any) -> None:
+                    dbapi_con.execute("PRAGMA foreign_keys=ON")
+            self._engine = engine
+        return self._engine
+
+    def _create_schema(self, upgrade_from: str | None = None) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+        from sqlmodel import Session, SQLModel
+
+        from gpuprov.store import tables
+
+        try:
+            SQLModel.metadata.create_all(self.engine())
+            with Session(self.engine()) as session:
+                row = session.get(tables.MetaRow, "schema_version")
+                if row is None:
+                    session.add(tables.MetaRow(key="schema_version", value=SCHEMA_VERSION))
+                elif upgrade_from is not None and row.value == upgrade_from:
+                    row.value = SCHEMA_VERSION
+                session.commit()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot create the catalog schema at {self.url}: {exc}") from exc
+

@@ -1,0 +1,263 @@
+"""Read a policy from YAML (a file or a built-in preset) and validate it.
+
+Every error names the file and the key path, e.g.
+``error: day.yaml: workloads.training.max_spot_fraction: must be between 0 and 1``.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from gpuprov.errors import ConfigError
+from policies.model import (
+    DAYS,
+    WORKLOADS,
+    Amount,
+    OfferCap,
+    Policy,
+    RegionCap,
+    Window,
+    WorkloadPolicy,
+)
+
+MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+CLOUDS = ("aws", "gcp", "azure")
+# Expected interruptions per instance-hour on spot, by cloud. AWS: the Spot Instance
+# Advisor puts most GPU types in its ">20% a month" bucket (≈ 0.2 / 730 h); GCP and Azure
+# publish no rate and can preempt at any time, so we assume about one a month (1 / 730 h).
+# Override per policy with `spot_interruption: {aws: 0.001, …}`.
+DEFAULT_INTERRUPTIONS_PER_HOUR = {"aws": Decimal("0.0003"), "gcp": Decimal("0.0014"), "azure": Decimal("0.0014")}
+DEFAULT_LOST_HOURS = {"training": Decimal("1.0"), "inference": Decimal("0.05")}
+
+
+def valid_timezone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def parse_timezone(name: str, where: str) -> str:
+    if not valid_timezone(name):
+        raise ConfigError(f"{where}: unknown time zone {name!r}", hint="an IANA name such as Europe/Berlin")
+    return name
+
+
+def presets() -> list[str]:
+    folder = resources.files("policies") / "presets"
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load(spec: str) -> Policy:
+    """A preset name (``day-night``) or a path to a YAML file."""
+    if spec in presets():
+        text = (resources.files("policies") / "presets" / f"{spec}.yaml").read_text(encoding="utf-8")
+        return parse(text, f"preset {spec}")
+    path = Path(spec)
+    if not path.exists():
+        raise ConfigError(f"no policy file or preset named {spec!r}",
+                          hint=f"presets: {', '.join(presets())}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{spec}: cannot read: {exc}") from exc
+    return parse(text, spec)
+
+
+def parse(text: str, origin: str) -> Policy:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{origin}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return _Reader(origin).policy(doc)
+
+
+class _Reader:
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.origin}: {path or '(top level)'}: {message}")
+
+    def mapping(self, value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(path, "must be a mapping")
+        unknown = sorted(str(k) for k in value if k not in keys)
+        if unknown:
+            raise self.fail(f"{path}.{unknown[0]}" if path else unknown[0],
+                            f"unknown key (expected one of: {', '.join(keys)})")
+        return value
+
+    def integer(self, value: Any, path: str, low: int = 0, high: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"must be a whole number, got {value!r}")
+        if value < low or (high is not None and value > high):
+            raise self.fail(path, f"must be between {low} and {high}" if high is not None
+                            else f"must be at least {low}")
+        return value
+
+    def decimal(self, value: Any, path: str, low: Decimal | None = None, high: Decimal | None = None) -> Decimal:
+        if isinstance(value, bool):
+            raise self.fail(path, f"must be a number, got {value!r}")
+        try:
+            d = Decimal(str(value))
+        except InvalidOperation:
+            raise self.fail(path, f"must be a number, got {value!r}") from None
+        if not d.is_finite():
+            raise self.fail(path, f"must be a finite number, got {value!r}")
+        if (low is not None and d < low) or (high is not None and d > high):
+            raise self.fail(path, f"must be between {low} and {high}" if high is not None
+                            else f"must be at least {low}")
+        return d
+
+    def strings(self, value: Any, path: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(path, "must be a list of strings")
+        if allowed is not None:
+            for i, v in enumerate(value):
+                if v not in allowed:
+                    raise self.fail(f"{path}[{i}]", f"unknown value {v!r} (expected one of: {', '.join(allowed)})")
+        return tuple(value)
+
+    def amount(self, value: Any, path: str) -> Amount:
+        """70% / 0.7 (a fraction of the total) or 45 (GPUs)."""
+        if isinstance(value, str) and value.strip().endswith("%"):
+            return Amount(fraction=self.decimal(value.strip()[:-1], path, Decimal(0), Decimal(100)) / 100)
+        if isinstance(value, float):
+            return Amount(fraction=self.decimal(value, path, Decimal(0), Decimal(1)))
+        return Amount(gpus=self.integer(value, path))
+
+    def hour(self, value: Any, path: str) -> int:
+        text = value if isinstance(value, str) else f"{value}"
+        m = re.fullmatch(r"(\d{1,2}):00", text.strip())
+        if not m or int(m.group(1)) > 23:
+            raise self.fail(path, f"must be a whole hour like '08:00', got {value!r}")
+        return int(m.group(1))
+
+    def policy(self, doc: Any) -> Policy:
+        top = self.mapping(doc, "", (
+            "name", "gpu", "gpus", "timezone", "horizon_hours", "markets", "clouds", "regions",
+            "workloads", "schedule", "caps", "budget_per_hour", "spot_interruption", "max_price_age_hours"))
+        tz = str(top.get("timezone", "UTC"))
+        if not valid_timezone(tz):
+            raise self.fail("timezone", f"unknown time zone {tz!r}")
+        horizon = self.integer(top.get("horizon_hours", 24), "horizon_hours")
+        if horizon not in (24, 168):
+            raise self.fail("horizon_hours", "must be 24 (a day) or 168 (a week)")
+        workloads = self.workloads(top.get("workloads"))
+        default, windows = self.schedule(top.get("schedule"), workloads)
+        clouds = self.mapping(top.get("clouds"), "clouds", ("allow", "deny"))
+        regions = self.mapping(top.get("regions"), "regions", ("allow", "deny"))
+        offer_caps, region_caps = self.caps(top.get("caps"))
+        rates = dict(DEFAULT_INTERRUPTIONS_PER_HOUR)
+        for cloud, rate in self.mapping(top.get("spot_interruption"), "spot_interruption", CLOUDS).items():
+            rates[cloud] = self.decimal(rate, f"spot_interruption.{cloud}", Decimal(0), Decimal(1))
+        gpus = top.get("gpus")
+        return Policy(
+            name=str(top.get("name", self.origin)),
+            gpu=None if top.get("gpu") is None else str(top["gpu"]),
+            gpus=None if gpus is None else self.integer(gpus, "gpus", 1),
+            timezone=tz, horizon_hours=horizon, workloads=workloads,
+            default_demand=default, windows=windows,
+            markets=None if top.get("markets") is None else self.strings(top["markets"], "markets", MARKETS),
+            clouds_allow=self.strings(clouds.get("allow", []), "clouds.allow", CLOUDS),
+            clouds_deny=self.strings(clouds.get("deny", []), "clouds.deny", CLOUDS),
+            regions_allow=self.strings(regions.get("allow", []), "regions.allow"),
+            regions_deny=self.strings(regions.get("deny", []), "regions.deny"),
+            offer_caps=offer_caps, region_caps=region_caps,
+            budget_per_hour=(None if top.get("budget_per_hour") is None
+                             else self.decimal(top["budget_per_hour"], "budget_per_hour", Decimal(0))),
+            interruptions_per_hour=rates,
+            max_price_age_hours=self.decimal(top.get("max_price_age_hours", 24), "max_price_age_hours", Decimal(0)),
+        )
+
+    def workloads(self, value: Any) -> dict[str, WorkloadPolicy]:
+        raw = self.mapping(value, "workloads", WORKLOADS)
+        if not raw:
+            raise self.fail("workloads", f"name at least one of: {', '.join(WORKLOADS)}")
+        out = {}
+        for name, spec in raw.items():
+            path = f"workloads.{name}"
+            w = self.mapping(spec, path, ("max_spot_fraction", "node_gpus", "gang", "spread_zones",
+                                          "lost_hours_per_interruption"))
+            gang = w.get("gang", False)
+            if not isinstance(gang, bool):
+                raise self.fail(f"{path}.gang", "must be true or false")
+            node = w.get("node_gpus")
+            out[name] = WorkloadPolicy(
+                max_spot_fraction=self.decimal(w.get("max_spot_fraction", "0.5"), f"{path}.max_spot_fraction",
+                                               Decimal(0), Decimal(1)),
+                node_gpus=None if node is None else self.integer(node, f"{path}.node_gpus", 1, 64),
+                gang=gang,
+                spread_zones=self.integer(w.get("spread_zones", 1), f"{path}.spread_zones", 1, 16),
+                lost_hours_per_interruption=self.decimal(
+                    w.get("lost_hours_per_interruption", DEFAULT_LOST_HOURS[name]),
+                    f"{path}.lost_hours_per_interruption", Decimal(0), Decimal(168)),
+            )
+            if gang and out[name].spread_zones > 1:
+                raise self.fail(path, "a gang sits in one zone: it cannot also spread over zones")
+        return out
+
+    def demand(self, value: Any, path: str, workloads: dict[str, WorkloadPolicy]) -> dict[str, Amount]:
+        raw = self.mapping(value, path, tuple(workloads))
+        return {name: self.amount(v, f"{path}.{name}") for name, v in raw.items()}
+
+    def schedule(self, value: Any,
+                 workloads: dict[str, WorkloadPolicy]) -> tuple[dict[str, Amount], tuple[Window, ...]]:
+        raw = self.mapping(value, "schedule", ("default", "windows"))
+        default = self.demand(raw.get("default", {}), "schedule.default", workloads)
+        windows_raw = raw.get("windows", [])
+        if not isinstance(windows_raw, list):
+            raise self.fail("schedule.windows", "must be a list")
+        windows = []
+        for i, spec in enumerate(windows_raw):
+            path = f"schedule.windows[{i}]"
+            w = self.mapping(spec, path, ("name", "start", "end", "days", "demand"))
+            for key in ("start", "end", "demand"):
+                if key not in w:
+                    raise self.fail(f"{path}.{key}", "is required")
+            windows.append(Window(
+                name=str(w.get("name", f"window{i}")),
+                start_hour=self.hour(w["start"], f"{path}.start"),
+                end_hour=self.hour(w["end"], f"{path}.end"),
+                days=self.strings(w.get("days", list(DAYS)), f"{path}.days", DAYS),
+                demand=self.demand(w["demand"], f"{path}.demand", workloads),
+            ))
+        if not default and not windows:
+            raise self.fail("schedule", "give a default demand or at least one window")
+        return default, tuple(windows)
+
+    def caps(self, value: Any) -> tuple[tuple[OfferCap, ...], tuple[RegionCap, ...]]:
+        raw = self.mapping(value, "caps", ("offers", "regions"))
+        offer_caps, region_caps = [], []
+        for i, spec in enumerate(raw.get("offers", []) or []):
+            path = f"caps.offers[{i}]"
+            c = self.mapping(spec, path, ("cloud", "region", "zone", "instance_type", "market", "max_instances"))
+            if "max_instances" not in c:
+                raise self.fail(f"{path}.max_instances", "is required")
+            offer_caps.append(OfferCap(
+                **{k: str(c.get(k, "*")) for k in ("cloud", "region", "zone", "instance_type", "market")},
+                max_instances=self.integer(c["max_instances"], f"{path}.max_instances")))
+        for i, spec in enumerate(raw.get("regions", []) or []):
+            path = f"caps.regions[{i}]"
+            c = self.mapping(spec, path, ("cloud", "region", "max_instances"))
+            for key in ("cloud", "region", "max_instances"):
+                if key not in c:
+                    raise self.fail(f"{path}.{key}", "is required")
+            region_caps.append(RegionCap(str(c["cloud"]), str(c["region"]),
+                                         self.integer(c["max_instances"], f"{path}.max_instances")))
+        return tuple(offer_caps), tuple(region_caps)

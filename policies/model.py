@@ -1,0 +1,75 @@
+"""A workload policy, validated: what the cluster must look like, when, and under which limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+WORKLOADS = ("training", "inference")
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+@dataclass(frozen=True)
+class Amount:
+    """A demand: absolute GPUs, or a fraction of the policy's total."""
+
+    gpus: int | None = None
+    fraction: Decimal | None = None
+
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str
+    start_hour: int                  # local hour the window opens, 0..23
+    end_hour: int                    # local hour it closes (exclusive; may wrap past midnight)
+    days: tuple[str, ...]            # days of the week it applies to (by its start day)
+    demand: dict[str, Amount]
+
+
+@dataclass(frozen=True)
+class WorkloadPolicy:
+    max_spot_fraction: Decimal = Decimal("0.5")
+    node_gpus: int | None = None
+    gang: bool = False
+    spread_zones: int = 1
+    lost_hours_per_interruption: Decimal = Decimal(0)
+
+
+@dataclass(frozen=True)
+class OfferCap:
+    cloud: str = "*"
+    region: str = "*"
+    zone: str = "*"
+    instance_type: str = "*"
+    market: str = "*"
+    max_instances: int = 0
+
+
+@dataclass(frozen=True)
+class RegionCap:
+    cloud: str
+    region: str
+    max_instances: int
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    gpu: str | None
+    gpus: int | None
+    timezone: str
+    horizon_hours: int
+    workloads: dict[str, WorkloadPolicy]
+    default_demand: dict[str, Amount]
+    windows: tuple[Window, ...]
+    markets: tuple[str, ...] | None = None
+    clouds_allow: tuple[str, ...] = ()
+    clouds_deny: tuple[str, ...] = ()
+    regions_allow: tuple[str, ...] = ()
+    regions_deny: tuple[str, ...] = ()
+    offer_caps: tuple[OfferCap, ...] = ()
+    region_caps: tuple[RegionCap, ...] = ()
+    budget_per_hour: Decimal | None = None
+    interruptions_per_hour: dict[str, Decimal] = field(default_factory=dict)
+    max_price_age_hours: Decimal = Decimal(24)
