@@ -102,11 +102,16 @@ class Allocation:
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """Reserved instances of one reserved offer, held (and paid) in every slot."""
+    """Reserved instances of one reserved offer, held (and paid) in every slot.
+
+    ``used_by_slot`` gives, per workload, how many of them it uses in each slot; a
+    reservation may be shared between workloads within a slot, so the counts can be
+    fractional (GPUs of one node split between training and inference).
+    """
 
     offer: Offer
     instances: int
-    used_by_slot: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    used_by_slot: dict[str, tuple[Decimal, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

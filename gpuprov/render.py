@@ -116,7 +116,7 @@ def plan_dict(plan_id: str, plan: Plan, baselines: Baselines,
     for r in plan.reservations:
         entry = {**_loc(r.offer), "workload": "reserved", "instances": r.instances,
                  "instances_by_slot": [r.instances] * hours,
-                 "used_by_slot": {k: list(v) for k, v in r.used_by_slot.items()},
+                 "used_by_slot": {k: [float(x) for x in v] for k, v in r.used_by_slot.items()},
                  "hourly_usd": _num(r.offer.hourly_usd * r.instances)}
         allocations.append(entry)
         reserved.append(entry)

@@ -159,3 +159,14 @@ def test_properties_demand_met_ceiling_kept_cost_adds_up(offers: list[Offer], de
     if gang:
         assert len({a.offer.location for a in plan.allocations}
                    | {r.offer.location for r in plan.reservations}) <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(demand=st.integers(min_value=0, max_value=400),
+       options=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 8, 16]), st.integers(1, 60)), min_size=1, max_size=4))
+def test_min_cover_cost_matches_a_full_search(demand: int, options: list[tuple[int, int]]) -> None:
+    priced = [(g, D(p)) for g, p in options]
+    full = [D(0)] * (demand + 1)
+    for d in range(1, demand + 1):
+        full[d] = min(p + full[max(0, d - g)] for g, p in priced)
+    assert baselines.min_cover_cost(demand, priced) == full[demand]

@@ -51,6 +51,8 @@ def register(app: typer.Typer) -> None:
         spot = None if max_spot_fraction is None else common.parse_fraction(max_spot_fraction, "--max-spot-fraction")
         cap = None if budget is None else common.parse_decimal(budget, "--budget", Decimal(0))
         allowed_clouds, allowed_markets = common.parse_clouds(clouds), common.parse_markets(markets)
+        if chart is not None and not chart.lower().endswith(".png"):
+            raise UsageError(f"--chart writes a PNG: give a file name ending in .png, got {chart!r}")
         from gpuprov import planning
 
         if policy is None:

@@ -18,6 +18,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from decimal import Decimal
+from functools import lru_cache
 
 from gpuprov.models import Market, Offer, Workload
 from gpuprov.optimizer.problem import PlanRequest, eligible
@@ -29,18 +30,22 @@ def min_cover_cost(demand: int, options: Sequence[tuple[int, Decimal]]) -> Decim
         return Decimal(0)
     if not options:
         return None
-    # Per size keep the cheapest price; the bulk goes on the best price per GPU, and an exact
-    # search covers only the last few thousand GPUs.
     by_size: dict[int, Decimal] = {}
     for g, p in options:
         if g not in by_size or p < by_size[g]:
             by_size[g] = p
-    sizes = tuple(sorted(by_size.items()))
-    best_g, best_p = min(sizes, key=lambda gp: gp[1] / gp[0])
-    window = 4096
+    return _cover(demand, tuple(sorted(by_size.items())))
+
+
+@lru_cache(maxsize=4096)
+def _cover(demand: int, sizes: tuple[tuple[int, Decimal], ...]) -> Decimal:
+    """Exact: an optimal cover uses fewer than g* instances of every other size (g* GPUs at
+    the best price per GPU): g* of size g can give way to g of size g* at no more cost. So
+    all but the last g*·(Σ g + 1) GPUs go on the best size, and a small search does the rest."""
+    best_g, best_p = min(sizes, key=lambda gp: (gp[1] / gp[0], -gp[0]))
+    window = best_g * (sum(g for g, _p in sizes) + 1)
     bulk = max(0, (demand - window) // best_g)
     rest = demand - bulk * best_g
-
     table = [Decimal(0)] * (rest + 1)
     for d in range(1, rest + 1):
         table[d] = min(p + table[max(0, d - g)] for g, p in sizes)

@@ -47,7 +47,8 @@ def solve_highs(prob: Any, request: Any) -> tuple[str, float]:
                                 hint="pip install 'gpuprov[highs]', or use --solver cbc")
     with tempfile.TemporaryDirectory(prefix="gpuprov-highs-") as tmp:
         mps, out = os.path.join(tmp, "model.mps"), os.path.join(tmp, "out.json")
-        variables, _ = prob.writeMPS(mps, rename=0)
+        prob.writeMPS(mps, rename=0)
+        variables = prob.variables()
         limit = float(request.time_limit_s)
         try:
             subprocess.run([sys.executable, "-c", _CHILD, mps, out, str(limit), str(request.gap)],

@@ -8,7 +8,6 @@ expanded back to every slot.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tempfile
@@ -33,6 +32,7 @@ from gpuprov.optimizer.problem import (
 from gpuprov.optimizer.reduce import prepare
 
 MICRO = Decimal("0.000001")
+MILLI = Decimal("0.001")
 Terms = list[tuple[Any, float]]
 
 
@@ -163,6 +163,8 @@ def _gang(m: Model, request: PlanRequest, wn: str) -> None:
 
     places = sorted({o.location for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
                     | {o.location for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)})
+    if not places:
+        return                              # no demand, nothing to place
     b = {k: m.prob.add_variable(f"b_{wn}_{n}", 0, 1, pulp.LpInteger) for n, k in enumerate(places)}
     m.gang[wn] = b
     m.add([(v, 1) for v in b.values()], pulp.LpConstraintEQ, 1, f"gang_{wn}")
@@ -254,8 +256,8 @@ def _read(m: Model, request: PlanRequest, dropped: int, considered: int, status:
     for j, o in enumerate(m.resv):
         n = val(m.y[j])
         if n:
-            used = {w.name: tuple(math.ceil((m.r[k].value() or 0) - 1e-6)
-                                  if (k := (j, w.name, slot_profile[t])) in m.r else 0 for t in T)
+            used = {w.name: tuple(Decimal(repr(m.r[k].value() or 0.0)).quantize(MILLI)
+                                  if (k := (j, w.name, slot_profile[t])) in m.r else Decimal(0) for t in T)
                     for w in W}
             reservations.append(Reservation(offer=o, instances=n,
                                             used_by_slot={k: v for k, v in used.items() if any(v)}))

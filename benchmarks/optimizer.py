@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Optimizer scaling on the bundled catalog.
+
+    python benchmarks/optimizer.py [--quick]
+
+Cases: offers of one GPU family (A100, both variants, all three clouds) and of every GPU
+type in the catalog; 24 slots (the day-night preset) and 168 slots (weekday-weekend);
+64, 1,024 and 10,000 GPUs at peak. Prints, per case, the offers before/after the exact
+reductions, variables, model build time (reductions + PuLP model), solve time (CBC,
+one thread, relative gap 0.5%) and the proven gap. Target: all types, 168 slots,
+10,000 GPUs reaches <= 0.5% gap in <= 10 s on this 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpuprov.optimizer import solve as solver
+from gpuprov.optimizer.reduce import prepare
+from gpuprov.planning import policy_request
+from policies import constraints, loader
+from pricing.snapshot import load_bundled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="only the largest case")
+    parser.add_argument("--gap", type=float, default=0.005)
+    args = parser.parse_args()
+    offers = [o for s in load_bundled() for o in s.offers]
+    families = {"A100 (all clouds)": [o for o in offers if o.gpu.startswith("A100")], "all types": offers}
+    presets = {24: "day-night", 168: "weekday-weekend"}
+    sizes = (64, 1024, 10_000)
+    cases = [(f, h, n) for f in families for h in presets for n in sizes]
+    if args.quick:
+        cases = [("all types", 168, 10_000)]
+    print(f"{'offers':<18} {'slots':>5} {'GPUs':>6} {'offers in/kept':>15} {'vars':>7} "
+          f"{'build s':>8} {'solve s':>8} {'gap':>7}  status")
+    for family, hours, gpus in cases:
+        pol = constraints.apply(loader.load(presets[hours]), constraints.Overrides(gpus=gpus, gpu="any"))
+        request = policy_request(pol, "any", families[family], "cbc", args.gap, 60.0)
+        t0 = time.perf_counter()
+        prepared = prepare(request)
+        model = solver.build(request, prepared.offers)
+        t1 = time.perf_counter()
+        status, bound = solver._run(model.prob, request)
+        t2 = time.perf_counter()
+        objective = model.prob.objective.value() or 0.0
+        gap = max(0.0, (objective - bound) / objective) if objective else 0.0
+        print(f"{family:<18} {hours:>5} {gpus:>6} {len(request.offers):>7}/{len(prepared.offers):<7} "
+              f"{len(model.prob.variables()):>7} {t1 - t0:>8.2f} {t2 - t1:>8.2f} {gap:>7.3%}  {status}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

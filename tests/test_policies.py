@@ -1,0 +1,132 @@
+"""Policies: presets, schedules in local time, validation errors that name the file and key."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from gpuprov.errors import ConfigError
+from gpuprov.models import Cloud, Market, Offer
+from policies import constraints, loader
+from policies.schedule import demand_slots, slot_at, window_starts
+
+
+def test_day_night_preset_is_70_30_by_day_and_20_80_by_night() -> None:
+    pol = loader.load("day-night")
+    d = demand_slots(pol, 64)
+    assert d["inference"][8:20] == (45,) * 12 and d["training"][8:20] == (19,) * 12
+    assert d["inference"][:8] == (13,) * 8 and d["training"][:8] == (51,) * 8
+    assert d["inference"][20:] == (13,) * 4 and d["training"][20:] == (51,) * 4
+    assert all(a + b == 64 for a, b in zip(d["inference"], d["training"], strict=True))
+
+
+def test_weekday_weekend_preset_covers_the_week() -> None:
+    pol = loader.load("weekday-weekend")
+    d = demand_slots(pol, 100)
+    assert len(d["training"]) == 168
+    monday_noon, saturday_noon, monday_3am, friday_22 = 12, 5 * 24 + 12, 3, 4 * 24 + 22
+    assert d["inference"][monday_noon] == 70
+    assert d["inference"][saturday_noon] == 10
+    assert d["training"][monday_3am] == 90          # before the first weekday window: default
+    assert d["training"][friday_22] == 90           # Friday night belongs to the weekend
+    assert d["training"][24 + 3] == 80              # Tuesday 03:00: Monday's night window
+
+
+def test_every_preset_loads_and_checks(tmp_path: Path) -> None:
+    assert set(loader.presets()) >= {"constant", "day-night", "weekday-weekend"}
+    for name in loader.presets():
+        pol = loader.load(name)
+        assert pol.horizon_hours in (24, 168)
+
+
+def test_slot_at_uses_the_policy_time_zone() -> None:
+    pol = constraints.apply(loader.load("day-night"), constraints.Overrides(timezone="America/New_York"))
+    # 13:00 UTC in November is 08:00 in New York (EST, UTC-5)
+    assert slot_at(pol, datetime(2026, 11, 29, 13, 0, tzinfo=UTC)) == 8
+    week = constraints.apply(loader.load("weekday-weekend"), constraints.Overrides(timezone="Asia/Tokyo"))
+    # Sunday 2026-11-29 16:00 UTC is Monday 01:00 in Tokyo
+    assert slot_at(week, datetime(2026, 11, 29, 16, 0, tzinfo=UTC)) == 1
+    with pytest.raises(ValueError):
+        slot_at(pol, datetime(2026, 11, 29, 13, 0))
+
+
+def test_window_starts_in_slot_order() -> None:
+    assert window_starts(loader.load("day-night")) == [("day", 8), ("night", 20)]
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("workloads: {training: {max_spot_fraction: 1.5}}\nschedule: {default: {training: 8}}",
+     "workloads.training.max_spot_fraction: must be between 0 and 1"),
+    ("workloads: {training: {}}\nschedule: {default: {training: 8}}\nhorizon_hours: 12",
+     "horizon_hours: must be 24 (a day) or 168 (a week)"),
+    ("workloads: {training: {}}\nschedule: {default: {training: 8}}\ntimezone: Mars/Olympus",
+     "timezone: unknown time zone 'Mars/Olympus'"),
+    ("workloads: {trainig: {}}", "workloads.trainig: unknown key"),
+    ("workloads: {training: {}}\nschedule: {windows: [{start: '8:30', end: '20:00', demand: {training: 1}}]}",
+     "schedule.windows[0].start: must be a whole hour"),
+    ("workloads: {training: {}}\nschedule: {windows: [{start: '08:00', demand: {training: 1}}]}",
+     "schedule.windows[0].end: is required"),
+    ("workloads: {training: {}}\nschedule: {default: {inference: 8}}", "schedule.default.inference: unknown key"),
+    ("workloads: {training: {gang: yes please}}\nschedule: {default: {training: 8}}",
+     "workloads.training.gang: must be true or false"),
+    ("workloads: {training: {}}\nschedule: {default: {training: 8}}\nmarkets: [spot, bargain]",
+     "markets[1]: unknown value 'bargain'"),
+    ("workloads: [training]", "workloads: must be a mapping"),
+    ("workloads: {training: {}\n", "line"),
+])
+def test_errors_name_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        loader.load(path)
+    assert err.value.message.startswith(f"{path}:")
+    assert message in err.value.message
+
+
+def test_unknown_policy_name_lists_presets() -> None:
+    with pytest.raises(ConfigError) as err:
+        loader.load("nightshift")
+    assert err.value.hint is not None and "day-night" in err.value.hint
+
+
+def _offer(region: str, itype: str = "p4d.24xlarge", market: Market = Market.ON_DEMAND) -> Offer:
+    return Offer(cloud=Cloud.AWS, region=region, zone=None, instance_type=itype, gpu="A100-40GB",
+                 gpus_per_instance=8, gpu_memory_gib=40, vcpus=96, memory_gib=Decimal(1152),
+                 market=market, hourly_usd=Decimal(30))
+
+
+def test_filters_and_caps(tmp_path: Path) -> None:
+    pol = loader.load(_write(tmp_path, """
+workloads: {training: {}}
+schedule: {default: {training: 16}}
+regions: {allow: ["us-*"], deny: ["us-west-*"]}
+markets: [on_demand]
+caps:
+  offers:
+    - {region: "us-east-*", instance_type: "p4d.*", max_instances: 3}
+    - {instance_type: "p4d.*", max_instances: 5}
+  regions:
+    - {cloud: aws, region: us-east-1, max_instances: 4}
+"""))
+    east, west, eu = _offer("us-east-1"), _offer("us-west-2"), _offer("eu-west-1")
+    assert [constraints.allowed(pol, o) for o in (east, west, eu)] == [True, False, False]
+    assert not constraints.allowed(pol, _offer("us-east-1", market=Market.SPOT))
+    assert constraints.offer_caps(pol, [east, eu]) == {east.key: 3, eu.key: 5}
+    assert constraints.region_caps(pol) == {("aws", "us-east-1"): 4}
+
+
+def test_absolute_and_percent_amounts(tmp_path: Path) -> None:
+    pol = loader.load(_write(tmp_path, """
+workloads: {training: {}, inference: {}}
+schedule: {default: {training: 10, inference: "25%"}}
+"""))
+    d = demand_slots(pol, 40)
+    assert d["training"] == (10,) * 24 and d["inference"] == (10,) * 24
