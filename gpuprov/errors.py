@@ -13,7 +13,13 @@
     ├── PlanningError       (3)      the optimizer
     │   ├── InfeasibleError (3)      the constraints cannot be met together
     │   └── SolverError     (3)      the solver failed or ran out of time without an answer
-    └── ProvisioningError   (4)      cloud calls: capacity, quota, credentials, transient
+    ├── ProvisioningError   (4)      cloud calls
+    │   ├── CapacityError   (4)      no capacity for (cloud, zone, instance type, market) now
+    │   ├── QuotaError      (4)      an account limit; also marks the pool unavailable
+    │   ├── CredentialsError(4)      no or bad credentials (never printed)
+    │   ├── TransientError  (4)      throttling, timeouts, 5xx: retried, then this
+    │   └── GuardError      (4)      a safety guard refused: budget, circuit breaker, stale prices
+    └── StateError          (5)      the local journal or a lease disagrees with what is asked
 
 Only ``gpuprov.cli`` catches ``GpuprovError``; everything else raises.
 """
@@ -74,3 +80,31 @@ class SolverError(PlanningError):
 
 class ProvisioningError(GpuprovError):
     exit_code = 4
+
+
+class CapacityError(ProvisioningError):
+    """The cloud has no capacity for this pool now; ``pool`` is (cloud, zone, instance type, market)."""
+
+    def __init__(self, message: str, pool: tuple[str, str, str, str], hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.pool = pool
+
+
+class QuotaError(CapacityError):
+    pass
+
+
+class CredentialsError(ProvisioningError):
+    pass
+
+
+class TransientError(ProvisioningError):
+    pass
+
+
+class GuardError(ProvisioningError):
+    pass
+
+
+class StateError(GpuprovError):
+    exit_code = 5

@@ -1,0 +1,94 @@
+"""The driver contract: three verbs per cloud, and the records they take and return.
+
+A driver owns nothing but the calls to its cloud. It must be idempotent:
+
+* ``launch(request)`` starts exactly one instance tagged with ``request.token``; if an
+  instance with that token already exists (any state but terminated), it returns that
+  one and starts nothing. It raises ``CapacityError``/``QuotaError`` (with the pool
+  ``(cloud, zone, instance type, market)``) when the cloud has no room, ``TransientError``
+  after its SDK's own retries are spent, ``CredentialsError`` for auth failures.
+* ``describe(owner)`` lists every instance tagged ``gpuprov-owner=<owner>`` that is not
+  terminated (pending, running, stopping, …), in the driver's configured scope.
+* ``terminate(ids)`` ends those instances; unknown or already-ended ids are not an error.
+
+Every instance carries the tags in ``TAGS``: the cloud is the source of truth, the local
+database only mirrors it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from gpuprov.models import Cloud, Market
+
+OWNER_TAG = "gpuprov-owner"
+PLAN_TAG = "gpuprov-plan"
+TOKEN_TAG = "gpuprov-token"
+WORKLOAD_TAG = "gpuprov-workload"
+MARKET_TAG = "gpuprov-market"
+TAGS = (OWNER_TAG, PLAN_TAG, TOKEN_TAG, WORKLOAD_TAG, MARKET_TAG)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """One instance to start. ``zone`` is the catalog's zone (AWS: an AZ id such as use1-az1;
+    GCP: a zone name; Azure: None, the region)."""
+
+    cloud: Cloud
+    region: str
+    zone: str | None
+    instance_type: str
+    market: Market
+    token: str
+    owner: str
+    plan_id: str
+    workload: str
+    image: str | None = None
+    placement_group: str | None = None        # a training gang's cluster placement group
+    extra_tags: dict[str, str] = field(default_factory=dict)
+
+    def tags(self) -> dict[str, str]:
+        return {**self.extra_tags, OWNER_TAG: self.owner, PLAN_TAG: self.plan_id, TOKEN_TAG: self.token,
+                WORKLOAD_TAG: self.workload, MARKET_TAG: self.market.value}
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceHandle:
+    cloud: Cloud
+    instance_id: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: Market
+    state: str
+    owner: str
+    plan_id: str
+    token: str
+    workload: str
+    launched_at: datetime | None = None
+
+    @property
+    def pool(self) -> tuple[str, str, str, str, str, str]:
+        """What makes instances interchangeable: cloud, region, zone, type, market, workload."""
+        return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload)
+
+
+class Driver(Protocol):
+    cloud: Cloud
+
+    def describe(self, owner: str) -> list[InstanceHandle]: ...
+
+    def launch(self, request: LaunchRequest) -> InstanceHandle: ...
+
+    def terminate(self, instance_ids: Sequence[str]) -> None: ...
+
+
+def launch_token(plan_id: str, pool: Sequence[str], index: int) -> str:
+    """The idempotency token of the index-th instance of a pool under a plan: 24 hex chars,
+    valid as an EC2 ClientToken, a GCE label value and an Azure tag (and in a VM name)."""
+    blob = "\x1f".join([plan_id, *pool, str(index)]).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
