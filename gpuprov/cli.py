@@ -69,8 +69,9 @@ def main() -> None:
 from gpuprov.commands import plan as _plan  # noqa: E402
 from gpuprov.commands import policy as _policy  # noqa: E402
 from gpuprov.commands import prices as _prices  # noqa: E402
+from gpuprov.commands import terraform as _terraform  # noqa: E402
 
-for _module in (_prices, _plan, _policy):
+for _module in (_prices, _plan, _policy, _terraform):
     _module.register(app)
 
 

@@ -1,0 +1,73 @@
+"""``gpuprov terraform PLAN --out DIR`` and ``gpuprov terraform --check DIR``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpuprov.commands import common
+from gpuprov.errors import ConfigError, UsageError
+
+
+def _load_plan(spec: str) -> dict[str, Any]:
+    """A saved plan id (or prefix), or a plan JSON file as ``plan --output json`` prints it."""
+    path = Path(spec)
+    if spec.endswith(".json") or path.is_file():
+        try:
+            doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read plan file {spec}: {exc}") from None
+        return doc
+    from gpuprov.store.plans import PlanStore
+
+    return PlanStore().get(spec)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def terraform(
+        plan: str = typer.Argument(None, help="saved plan id (see gpuprov plans) or a plan JSON file"),
+        out: str = typer.Option(None, "--out", help="directory to write the .tf.json files into"),
+        check: str = typer.Option(None, "--check", help="check a directory of .tf.json against the provider schemas"),
+    ) -> None:
+        """Write a saved plan as Terraform JSON that scales itself on the schedule; or check a directory."""
+        from terraform.schema_check import check_dir, check_files
+
+        if check is not None:
+            if plan is not None or out is not None:
+                raise UsageError("--check takes only a directory")
+            folder = Path(check)
+            if not folder.is_dir():
+                raise UsageError(f"not a directory: {check}")
+            problems = check_dir(folder)
+            for p in problems:
+                typer.echo(str(p))
+            files = sorted(folder.glob("*.tf.json"))
+            if problems:
+                raise ConfigError(f"{len(problems)} problems in {len(files)} files under {check}")
+            typer.echo(f"{len(files)} files under {check} match the provider schemas")
+            return
+        if plan is None or out is None:
+            raise UsageError("give a PLAN and --out DIR (or --check DIR)")
+        from terraform.plan import PlanFormatError
+        from terraform.render import render_plan
+        from terraform.write import write_files
+
+        doc = _load_plan(plan)
+        try:
+            files = render_plan(doc)
+        except PlanFormatError as exc:
+            raise UsageError(f"plan {plan} cannot be rendered: {exc}") from None
+        problems = check_files(files)
+        if problems:
+            raise ConfigError(f"the rendered Terraform fails the schema check: {problems[0]}",
+                              hint="this is a gpuprov bug; please report it with the plan")
+        written = write_files(files, Path(out))
+        console = common.console()
+        for path in written:
+            console.print(f"wrote {path}")
+        console.print(f"plan {doc['plan_id']}: {len(written)} files, schema check passed, "
+                      f"${doc.get('monthly_cost_usd', 0):,.2f}/month expected")

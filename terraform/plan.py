@@ -1,0 +1,356 @@
+"""A saved gpuprov plan (the JSON of ``gpuprov plan --save``), read into typed, validated values.
+
+Pure: no I/O. ``read_plan`` raises ``PlanFormatError`` (a ``ValueError``) naming the bad field.
+
+Scaling groups: allocations are grouped per (cloud, region, zone, workload). A reserved
+allocation (workload "reserved") is a billing discount, not capacity of its own: it joins the
+group in the same cloud and region (and zone, when both have one) that runs its instance type,
+else one whose workload's node size matches its GPUs per instance (first by workload name);
+a reservation nothing matches becomes a group of its own, so that the paid-for capacity runs.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from terraform.names import ident
+
+HOURS_PER_MONTH = Decimal(730)
+MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+CLOUDS = ("aws", "gcp", "azure")
+CYCLE_HOURS = {"day": 24, "week": 168}
+DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+class PlanFormatError(ValueError):
+    """The plan document is not in the saved-plan format."""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: str
+    workload: str
+    gpus_per_instance: int
+    unit_hourly_usd: Decimal
+    instances_by_slot: tuple[int, ...]
+
+    @property
+    def reserved(self) -> bool:
+        return self.market.startswith("reserved")
+
+    @property
+    def spot(self) -> bool:
+        return self.market == "spot"
+
+    @property
+    def instances(self) -> int:
+        return max(self.instances_by_slot)
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    gang: bool = False
+    node_gpus: int | None = None
+    max_spot_fraction: Decimal = Decimal("0.5")
+    spread_zones: int = 1
+
+
+@dataclass(frozen=True)
+class Window:
+    """A turn of the schedule: from ``start_slot`` (inclusive) to ``end_slot``, wrapping around."""
+
+    name: str
+    start_slot: int
+    end_slot: int
+
+    @property
+    def ident(self) -> str:
+        return ident(self.name)
+
+
+@dataclass(frozen=True)
+class Template:
+    """What one launch template / instance template / scale set runs: a type in one market kind."""
+
+    instance_type: str
+    spot: bool
+    gpus_per_instance: int
+    allocations: tuple[Allocation, ...]
+
+    def by_slot(self, slots: int) -> tuple[int, ...]:
+        return tuple(sum(a.instances_by_slot[t] for a in self.allocations) for t in range(slots))
+
+    @property
+    def reserved_instances(self) -> int:
+        return sum(a.instances for a in self.allocations if a.reserved)
+
+    @property
+    def market_tag(self) -> str:
+        return "spot" if self.spot else "od"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One scaling group: a workload's capacity in one cloud location."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    workload: str
+    gang: bool
+    allocations: tuple[Allocation, ...]
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+    @property
+    def label(self) -> str:
+        """The Terraform resource name of the group, e.g. ``training_use1_az4``."""
+        return ident(f"{self.workload}_{self.location}")
+
+    def capacity_by_slot(self, slots: int) -> tuple[int, ...]:
+        return tuple(sum(a.instances_by_slot[t] for a in self.allocations) for t in range(slots))
+
+    def templates(self) -> tuple[Template, ...]:
+        """Distinct (instance type, spot or not): reserved capacity runs as on-demand."""
+        keys = sorted({(a.instance_type, a.spot) for a in self.allocations},
+                      key=lambda k: (k[1], k[0]))  # on-demand first, then spot; by type
+        out = []
+        for itype, spot in keys:
+            allocs = tuple(a for a in self.allocations if (a.instance_type, a.spot) == (itype, spot))
+            out.append(Template(itype, spot, allocs[0].gpus_per_instance, allocs))
+        return tuple(out)
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Instance types in priority order: reserved ones first (so that on-demand capacity lands
+        on the reservation), then other on-demand types, then spot-only types; cheaper first."""
+        def rank(itype: str) -> tuple[int, Decimal, str]:
+            mine = [a for a in self.allocations if a.instance_type == itype]
+            kind = 0 if any(a.reserved for a in mine) else 1 if any(not a.spot for a in mine) else 2
+            return kind, min(a.unit_hourly_usd for a in mine), itype
+        return tuple(sorted({a.instance_type for a in self.allocations}, key=rank))
+
+    @property
+    def reserved(self) -> tuple[Allocation, ...]:
+        return tuple(a for a in self.allocations if a.reserved)
+
+
+@dataclass(frozen=True)
+class PlanDoc:
+    plan_id: str
+    gpu: str
+    policy: str
+    timezone: str
+    slot_origin: str
+    horizon_hours: int
+    windows: tuple[Window, ...]
+    workloads: Mapping[str, WorkloadSpec]
+    monthly_cost_usd: Decimal
+    hourly_cost_usd: Decimal
+    allocations: tuple[Allocation, ...]
+    capacity_reservation: bool = False
+
+    @property
+    def clouds(self) -> tuple[str, ...]:
+        present = {a.cloud for a in self.allocations}
+        return tuple(c for c in CLOUDS if c in present)
+
+    @property
+    def cycle_hours(self) -> int:
+        return CYCLE_HOURS[self.slot_origin]
+
+    def allocations_in(self, cloud: str) -> tuple[Allocation, ...]:
+        return tuple(a for a in self.allocations if a.cloud == cloud)
+
+    def reserved_in(self, cloud: str) -> tuple[Allocation, ...]:
+        return tuple(a for a in self.allocations_in(cloud) if a.reserved)
+
+    def monthly_cost_in(self, cloud: str) -> Decimal:
+        """Expected monthly cost of one cloud's allocations: 730 × the mean hourly cost over slots."""
+        total = sum((a.unit_hourly_usd * sum(a.instances_by_slot) for a in self.allocations_in(cloud)),
+                    Decimal(0))
+        return (total / self.horizon_hours * HOURS_PER_MONTH).quantize(Decimal("0.01"))
+
+    def is_gang(self, workload: str) -> bool:
+        spec = self.workloads.get(workload)
+        return workload == "training" or (spec is not None and spec.gang)
+
+    def groups(self, cloud: str) -> tuple[Group, ...]:
+        return group_allocations(self, cloud)
+
+    def schedule_windows(self) -> tuple[Window, ...]:
+        """The windows that get a scheduled action: the plan's, or (when it names none) every
+        slot where some allocation's count changes. A constant plan has none."""
+        if self.horizon_hours == 1:
+            return ()
+        if self.windows:
+            return self.windows
+        n = self.horizon_hours
+        starts = sorted({t for a in self.allocations for t in range(n)
+                         if a.instances_by_slot[t] != a.instances_by_slot[t - 1]})
+        return tuple(Window(slot_name(t, self.slot_origin), t, starts[(i + 1) % len(starts)])
+                     for i, t in enumerate(starts))
+
+
+def slot_name(slot: int, origin: str) -> str:
+    if origin == "week":
+        return f"{DAY_NAMES[slot // 24][:3].lower()}-{slot % 24:02d}h"
+    return f"{slot:02d}h"
+
+
+def group_allocations(plan: PlanDoc, cloud: str) -> tuple[Group, ...]:
+    allocs = plan.allocations_in(cloud)
+    flex: dict[tuple[str, str | None, str], list[Allocation]] = {}
+    for a in allocs:
+        if not a.reserved:
+            flex.setdefault((a.region, a.zone, a.workload), []).append(a)
+    for r in (a for a in allocs if a.reserved):
+        key = _match_reserved(plan, r, flex)
+        flex.setdefault(key or (r.region, r.zone, r.workload), []).append(r)
+    groups = [Group(cloud, region, zone, workload, plan.is_gang(workload), tuple(members))
+              for (region, zone, workload), members in flex.items()]
+    groups.sort(key=lambda g: (g.region, g.zone or "", g.workload))
+    labels = [g.label for g in groups]
+    if len(set(labels)) != len(labels):
+        raise PlanFormatError(f"{cloud}: two scaling groups would share a name: {sorted(labels)}")
+    return tuple(groups)
+
+
+def _match_reserved(plan: PlanDoc, r: Allocation,
+                    groups: Mapping[tuple[str, str | None, str], Sequence[Allocation]]
+                    ) -> tuple[str, str | None, str] | None:
+    candidates = []
+    for key, members in groups.items():
+        region, zone, workload = key
+        if region != r.region or (r.zone and zone and zone != r.zone):
+            continue
+        same_type = any(m.instance_type == r.instance_type for m in members)
+        spec = plan.workloads.get(workload)
+        fits = spec is None or spec.node_gpus is None or spec.node_gpus == r.gpus_per_instance
+        if same_type or fits:
+            candidates.append((0 if same_type else 1, 0 if zone == r.zone else 1, workload, zone or "", key))
+    return min(candidates)[-1] if candidates else None
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def read_plan(doc: Mapping[str, Any]) -> PlanDoc:
+    if not isinstance(doc, Mapping):
+        raise PlanFormatError("a plan is a JSON object")
+    plan_id = _req(doc, "plan_id", str)
+    origin = doc.get("slot_origin") or "day"
+    if origin not in CYCLE_HOURS:
+        raise PlanFormatError(f"slot_origin must be 'day' or 'week', not {origin!r}")
+    horizon = _req(doc, "horizon_hours", int)
+    if horizon != 1 and horizon != CYCLE_HOURS[origin]:
+        raise PlanFormatError(f"horizon_hours {horizon} does not fit slot_origin {origin!r} "
+                              f"(expected 1 or {CYCLE_HOURS[origin]})")
+    tz = doc.get("timezone") or "UTC"
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise PlanFormatError(f"unknown time zone {tz!r}") from exc
+    workloads = {name: _workload(name, spec) for name, spec in sorted(_obj(doc, "workloads").items())}
+    raw = list(doc.get("allocations") or [])
+    raw += [r for r in doc.get("reserved") or [] if r not in raw]
+    allocations = tuple(sorted((_allocation(i, a, horizon) for i, a in enumerate(raw)),
+                               key=lambda a: (a.cloud, a.region, a.zone or "", a.workload, a.instance_type,
+                                              a.market, a.instances_by_slot)))
+    if not allocations:
+        raise PlanFormatError("the plan has no allocations")
+    windows = tuple(_window(i, w, CYCLE_HOURS[origin]) for i, w in enumerate(doc.get("windows") or []))
+    if len({w.ident for w in windows}) != len(windows):
+        raise PlanFormatError("window names must be distinct")
+    return PlanDoc(
+        plan_id=plan_id, gpu=str(doc.get("gpu") or ""), policy=str(doc.get("policy") or ""),
+        timezone=tz, slot_origin=origin, horizon_hours=horizon, windows=windows,
+        workloads=workloads, monthly_cost_usd=_money(doc, "monthly_cost_usd"),
+        hourly_cost_usd=_money(doc, "hourly_cost_usd"), allocations=allocations,
+        capacity_reservation=doc.get("capacity_reservation") is True)
+
+
+def _req(doc: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = doc.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise PlanFormatError(f"{key} must be a {kind.__name__}, not {value!r}")
+    return value
+
+
+def _obj(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = doc.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise PlanFormatError(f"{key} must be an object")
+    return value
+
+
+def _money(doc: Mapping[str, Any], key: str) -> Decimal:
+    value = doc.get(key, 0)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise PlanFormatError(f"{key} must be a number")
+    return Decimal(str(value))
+
+
+def _workload(name: str, spec: Any) -> WorkloadSpec:
+    if not isinstance(spec, Mapping):
+        raise PlanFormatError(f"workloads.{name} must be an object")
+    node = spec.get("node_gpus")
+    return WorkloadSpec(name=name, gang=spec.get("gang") is True,
+                        node_gpus=node if isinstance(node, int) else None,
+                        max_spot_fraction=Decimal(str(spec.get("max_spot_fraction", "0.5"))),
+                        spread_zones=int(spec.get("spread_zones") or 1))
+
+
+def _allocation(i: int, a: Any, horizon: int) -> Allocation:
+    where = f"allocations[{i}]"
+    if not isinstance(a, Mapping):
+        raise PlanFormatError(f"{where} must be an object")
+    cloud = a.get("cloud")
+    if cloud not in CLOUDS:
+        raise PlanFormatError(f"{where}.cloud must be one of {', '.join(CLOUDS)}, not {cloud!r}")
+    market = a.get("market")
+    if market not in MARKETS:
+        raise PlanFormatError(f"{where}.market must be one of {', '.join(MARKETS)}, not {market!r}")
+    for key in ("region", "instance_type", "workload"):
+        if not isinstance(a.get(key), str) or not a[key]:
+            raise PlanFormatError(f"{where}.{key} must be a non-empty string")
+    zone = a.get("zone")
+    if zone is not None and (not isinstance(zone, str) or not zone):
+        raise PlanFormatError(f"{where}.zone must be a string or null")
+    by_slot = a.get("instances_by_slot")
+    if by_slot is None and isinstance(a.get("instances"), int):
+        by_slot = [a["instances"]] * horizon
+    if (not isinstance(by_slot, list) or len(by_slot) != horizon
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in by_slot)):
+        raise PlanFormatError(f"{where}.instances_by_slot must be {horizon} counts ≥ 0")
+    gpus = a.get("gpus_per_instance")
+    if not isinstance(gpus, int) or gpus < 1:
+        raise PlanFormatError(f"{where}.gpus_per_instance must be a positive integer")
+    return Allocation(cloud=cloud, region=a["region"], zone=zone, instance_type=a["instance_type"],
+                      market=market, workload=a["workload"], gpus_per_instance=gpus,
+                      unit_hourly_usd=_money(a, "unit_hourly_usd"), instances_by_slot=tuple(by_slot))
+
+
+def _window(i: int, w: Any, cycle: int) -> Window:
+    if not isinstance(w, Mapping) or not isinstance(w.get("name"), str) or not w["name"]:
+        raise PlanFormatError(f"windows[{i}] needs a name")
+    for key in ("start_slot", "end_slot"):
+        v = w.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= cycle:
+            raise PlanFormatError(f"windows[{i}].{key} must be a slot in 0..{cycle}")
+    return Window(w["name"], w["start_slot"] % cycle, w["end_slot"] % cycle)

@@ -1,0 +1,61 @@
+"""plan --save, then terraform PLAN_ID --out DIR: files that pass the schema check, a schedule per window."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuprov.cli import app
+from terraform.schema_check import check_dir
+
+runner = CliRunner()
+
+
+def _one(block: dict | list) -> dict:  # type: ignore[type-arg]
+    """Terraform JSON gives a nested block as an object or a one-element list."""
+    return block[0] if isinstance(block, list) else block
+
+
+def test_saved_day_night_plan_becomes_checked_terraform_for_every_cloud(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--save", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    clouds = {a["cloud"] for a in doc["allocations"]}
+    out = tmp_path / "infra"
+    r = runner.invoke(app, ["terraform", doc["plan_id"][:8], "--out", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert check_dir(out) == []
+    names = {p.name for p in out.glob("*.tf.json")}
+    assert {f"{c}.tf.json" for c in clouds} <= names
+    windows = {w["name"] for w in doc["windows"]}
+    per_cloud = {
+        "aws": ("aws_autoscaling_schedule", lambda v: {v["scheduled_action_name"]}),
+        "gcp": ("google_compute_autoscaler",
+                lambda v: {s["name"] for s in _one(v["autoscaling_policy"])["scaling_schedules"]}),
+        "azure": ("azurerm_monitor_autoscale_setting", lambda v: {p["name"] for p in v["profile"]}),
+    }
+    for cloud in clouds:
+        tf = json.loads((out / f"{cloud}.tf.json").read_text())
+        assert doc["plan_id"] in tf["//"]
+        kind, names_of = per_cloud[cloud]
+        seen: set[str] = set()
+        for block in tf["resource"][kind].values():
+            seen |= {n for n in names_of(block)}
+        assert all(any(w in n for n in seen) for w in windows), (cloud, seen)
+    r = runner.invoke(app, ["terraform", "--check", str(out)])
+    assert r.exit_code == 0 and "match the provider schemas" in r.stdout
+
+
+def test_check_reports_a_broken_file(tmp_path: Path) -> None:
+    (tmp_path / "main.tf.json").write_text(json.dumps(
+        {"resource": {"aws_autoscaling_schedule": {"x": {"scheduled_action_name": "a", "bogus": 1}}}}))
+    r = runner.invoke(app, ["terraform", "--check", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "bogus" in r.stdout and r.stderr.startswith("error: ")
+
+
+def test_unknown_plan_id_is_one_line() -> None:
+    r = runner.invoke(app, ["terraform", "nosuchplan", "--out", "x"])
+    assert r.exit_code == 2 and r.stderr.startswith("error: no saved plan 'nosuchplan'")
