@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuprov.optimizer import solve as solver
 from gpuprov.optimizer.reduce import prepare
-from gpuprov.planning import policy_request
+from gpuprov.planning import policy_spec, request_from_spec
 from policies import constraints, loader
 from pricing.snapshot import load_bundled
 
@@ -43,7 +43,8 @@ def main() -> None:
           f"{'build s':>8} {'solve s':>8} {'gap':>7}  status")
     for family, hours, gpus in cases:
         pol = constraints.apply(loader.load(presets[hours]), constraints.Overrides(gpus=gpus, gpu="any"))
-        request = policy_request(pol, "any", families[family], "cbc", args.gap, 60.0)
+        names = sorted({o.gpu for o in families[family]})
+        request = request_from_spec(policy_spec(pol, names, "cbc", args.gap, 60.0), families[family])
         t0 = time.perf_counter()
         prepared = prepare(request)
         model = solver.build(request, prepared.offers)

@@ -66,12 +66,13 @@ def main() -> None:
     app()
 
 
+from gpuprov.commands import fleet as _fleet  # noqa: E402
 from gpuprov.commands import plan as _plan  # noqa: E402
 from gpuprov.commands import policy as _policy  # noqa: E402
 from gpuprov.commands import prices as _prices  # noqa: E402
 from gpuprov.commands import terraform as _terraform  # noqa: E402
 
-for _module in (_prices, _plan, _policy, _terraform):
+for _module in (_prices, _plan, _policy, _terraform, _fleet):
     _module.register(app)
 
 

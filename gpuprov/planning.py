@@ -1,14 +1,17 @@
 """From what the user asked (flags or a policy) and the catalog's offers to a plan document.
 
 Composition only: the CLI and the rebalancer call this; it calls policies and the optimizer.
+A plan document carries its ``request``: everything needed to solve it again (for
+capacity failover and rebalancing) with new prices or without a pool.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -19,6 +22,8 @@ from gpuprov.optimizer import baselines
 from gpuprov.optimizer.problem import PlanRequest
 from gpuprov.optimizer.reduce import prepare
 from gpuprov.optimizer.solve import solve
+
+Pool4 = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -41,34 +46,101 @@ def run(request: PlanRequest) -> Solved:
     return Solved(request, plan, base)
 
 
-def flags_request(gpu: str, gpus: int, workload: Workload, offers: Sequence[Offer], solver: str,
-                  gap: float, time_limit_s: float) -> PlanRequest:
-    return PlanRequest(gpu=gpu, workloads=(workload,), demand={workload.name: (gpus,)}, offers=offers,
-                       gap=gap, solver=solver, time_limit_s=time_limit_s)
+def _workload_spec(w: Workload) -> dict[str, Any]:
+    return {"name": w.name, "max_spot_fraction": str(w.max_spot_fraction), "node_gpus": w.node_gpus,
+            "gang": w.gang, "spread_zones": w.spread_zones,
+            "lost_hours_per_interruption": str(w.lost_hours_per_interruption)}
 
 
-def policy_request(policy: Any, gpu: str, offers: Sequence[Offer], solver: str, gap: float,
-                   time_limit_s: float) -> PlanRequest:
+def flags_spec(gpu_names: Sequence[str], gpus: int, workload: Workload, clouds: Collection[str] | None,
+               markets: Collection[str] | None, regions: Sequence[str] | None, solver: str, gap: float,
+               time_limit_s: float) -> dict[str, Any]:
+    return {
+        "gpu_names": list(gpu_names), "workloads": [_workload_spec(workload)],
+        "demand": {workload.name: [gpus]},
+        "clouds_allow": sorted(clouds or []), "clouds_deny": [], "regions_allow": list(regions or []),
+        "regions_deny": [], "markets": None if markets is None else sorted(markets),
+        "offer_caps": [], "region_caps": [], "budget_per_hour": None, "interruptions_per_hour": {},
+        "solver": solver, "gap": gap, "time_limit_s": time_limit_s,
+    }
+
+
+def policy_spec(policy: Any, gpu_names: Sequence[str], solver: str, gap: float, time_limit_s: float) -> dict[str, Any]:
     from policies import constraints
 
-    allowed = [o for o in offers if constraints.allowed(policy, o)]
+    return {
+        "gpu_names": list(gpu_names), "workloads": [_workload_spec(w) for w in constraints.workloads(policy)],
+        "demand": {k: list(v) for k, v in constraints.demand(policy).items()},
+        "clouds_allow": list(policy.clouds_allow), "clouds_deny": list(policy.clouds_deny),
+        "regions_allow": list(policy.regions_allow), "regions_deny": list(policy.regions_deny),
+        "markets": None if policy.markets is None else list(policy.markets),
+        "offer_caps": [{"cloud": c.cloud, "region": c.region, "zone": c.zone, "instance_type": c.instance_type,
+                        "market": c.market, "max_instances": c.max_instances} for c in policy.offer_caps],
+        "region_caps": [{"cloud": c.cloud, "region": c.region, "max_instances": c.max_instances}
+                        for c in policy.region_caps],
+        "budget_per_hour": None if policy.budget_per_hour is None else str(policy.budget_per_hour),
+        "interruptions_per_hour": {k: str(v) for k, v in policy.interruptions_per_hour.items()},
+        "solver": solver, "gap": gap, "time_limit_s": time_limit_s,
+    }
+
+
+def _match(value: str, globs: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(value, g) for g in globs)
+
+
+def allowed(spec: dict[str, Any], o: Offer) -> bool:
+    cloud = o.cloud.value
+    if o.gpu not in spec["gpu_names"]:
+        return False
+    if spec["clouds_allow"] and cloud not in spec["clouds_allow"]:
+        return False
+    if cloud in spec["clouds_deny"] or _match(o.region, spec["regions_deny"]):
+        return False
+    if spec["regions_allow"] and not _match(o.region, spec["regions_allow"]):
+        return False
+    return spec["markets"] is None or o.market.value in spec["markets"]
+
+
+def request_from_spec(spec: dict[str, Any], offers: Sequence[Offer],
+                      unavailable: Collection[Pool4] = ()) -> PlanRequest:
+    usable = [o for o in offers if allowed(spec, o)]
+    caps: dict[tuple[str, str, str, str, str], int] = {}
+    for o in usable:
+        for c in spec["offer_caps"]:
+            pairs = ((o.cloud.value, c["cloud"]), (o.region, c["region"]), (o.zone or "", c["zone"]),
+                     (o.instance_type, c["instance_type"]), (o.market.value, c["market"]))
+            if all(fnmatch.fnmatchcase(v, g) for v, g in pairs):
+                caps[o.key] = min(caps.get(o.key, c["max_instances"]), c["max_instances"])
+    workloads = tuple(Workload(name=w["name"], max_spot_fraction=Decimal(w["max_spot_fraction"]),
+                               node_gpus=w["node_gpus"], gang=w["gang"], spread_zones=w["spread_zones"],
+                               lost_hours_per_interruption=Decimal(w["lost_hours_per_interruption"]))
+                      for w in spec["workloads"])
+    names = spec["gpu_names"]
     return PlanRequest(
-        gpu=gpu, workloads=constraints.workloads(policy), demand=constraints.demand(policy),
-        offers=allowed, offer_caps=constraints.offer_caps(policy, allowed),
-        region_caps=constraints.region_caps(policy), budget_per_hour=policy.budget_per_hour,
-        interruptions_per_hour=dict(policy.interruptions_per_hour), gap=gap, solver=solver,
-        time_limit_s=time_limit_s)
+        gpu=names[0] if len(names) == 1 else "/".join(names), workloads=workloads,
+        demand={k: tuple(v) for k, v in spec["demand"].items()}, offers=usable, offer_caps=caps,
+        region_caps={(c["cloud"], c["region"]): c["max_instances"] for c in spec["region_caps"]},
+        budget_per_hour=None if spec["budget_per_hour"] is None else Decimal(spec["budget_per_hour"]),
+        interruptions_per_hour={k: Decimal(v) for k, v in spec["interruptions_per_hour"].items()},
+        gap=spec["gap"], solver=spec["solver"], time_limit_s=spec["time_limit_s"],
+        unavailable=frozenset(tuple(p) for p in unavailable))  # type: ignore[misc]
 
 
-def plan_id(inputs: dict[str, Any], snapshots: Sequence[SnapshotInfo]) -> str:
-    """A content id: the same inputs on the same snapshots give the same id."""
-    payload = {"inputs": inputs, "snapshots": sorted(s.id for s in snapshots)}
+def plan_id(spec: dict[str, Any], snapshots: Sequence[SnapshotInfo], context: dict[str, Any],
+            unavailable: Collection[Pool4] = ()) -> str:
+    """A content id: the same request on the same snapshots gives the same id."""
+    payload = {"spec": spec, "context": context, "snapshots": sorted(s.id for s in snapshots),
+               "unavailable": sorted(list(p) for p in unavailable)}
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-def policy_inputs(policy: Any) -> dict[str, Any]:
-    return {"policy": asdict(policy)}
+def flags_context(workload: Workload) -> dict[str, Any]:
+    return {"policy": None, "timezone": "UTC", "slot_origin": "constant", "windows": [],
+            "workloads": {workload.name: {"gang": workload.gang, "node_gpus": workload.node_gpus,
+                                          "max_spot_fraction": float(workload.max_spot_fraction),
+                                          "spread_zones": workload.spread_zones}},
+            "max_price_age_hours": 24.0}
 
 
 def policy_context(policy: Any) -> dict[str, Any]:
@@ -76,9 +148,8 @@ def policy_context(policy: Any) -> dict[str, Any]:
     from policies.schedule import window_starts
 
     windows = []
-    starts = window_starts(policy)
     by_name = {w.name: w for w in policy.windows}
-    for name, slot in starts:
+    for name, slot in window_starts(policy):
         w = by_name[name]
         length = (w.end_hour - w.start_hour) % 24 or 24
         windows.append({"name": name, "start_slot": slot, "end_slot": (slot + length) % policy.horizon_hours})
@@ -94,11 +165,24 @@ def policy_context(policy: Any) -> dict[str, Any]:
     }
 
 
-def document(pid: str, solved: Solved, snapshots: Sequence[SnapshotInfo], gpus: int,
-             context: dict[str, Any], created: datetime) -> dict[str, Any]:
+def document(pid: str, solved: Solved, snapshots: Sequence[SnapshotInfo], gpus: int, spec: dict[str, Any],
+             context: dict[str, Any], created: datetime, unavailable: Collection[Pool4] = ()) -> dict[str, Any]:
     doc = render.plan_dict(pid, solved.plan, solved.baselines, snapshots, gpus)
     doc.update(context)
+    doc["request"] = spec
+    doc["excluded_pools"] = sorted(list(p) for p in unavailable)
     doc["created_at"] = created.isoformat()
     doc["objective_usd"] = float(solved.plan.objective_usd or Decimal(0))
     doc["notes"] = list(solved.plan.notes)
     return doc
+
+
+def replan(doc: dict[str, Any], offers: Sequence[Offer], snapshots: Sequence[SnapshotInfo],
+           unavailable: Collection[Pool4], created: datetime) -> dict[str, Any]:
+    """Solve a plan's request again, on these offers and without these pools."""
+    spec = doc["request"]
+    context: dict[str, Any] = {k: doc[k] for k in ("policy", "timezone", "slot_origin", "windows", "workloads",
+                                   "max_price_age_hours") if k in doc}
+    solved = run(request_from_spec(spec, offers, unavailable))
+    pid = plan_id(spec, snapshots, context, unavailable)
+    return document(pid, solved, snapshots, doc["gpus"], spec, context, created, unavailable)

@@ -99,5 +99,6 @@ def test_a_version_1_database_is_upgraded_in_place(_isolated_db: str) -> None:
     again = Catalog(_isolated_db)
     assert [o.hourly_usd for o in again.offers(["A100-40GB"])] == [Decimal(30)]
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == ("2",)
+        assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == (
+            database_mod.SCHEMA_VERSION,)
         assert con.execute("SELECT count(*) FROM gpuprov_plan").fetchone() == (0,)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from decimal import Decimal
-from typing import Any
 
 import typer
 
@@ -61,21 +60,20 @@ def register(app: typer.Typer) -> None:
                     raise UsageError(f"{flag} goes with --policy")
             if gpus is None or gpu_type is None:
                 raise UsageError("give --gpus and --type (or --policy)")
-            catalog, snapshots = common.open_catalog()
-            names, offers = common.select_offers(catalog, gpu_type, allowed_clouds, allowed_markets, region)
+            from pricing.gpus import resolve
+
+            names = resolve(gpu_type)
             workload = Workload(name="cluster", max_spot_fraction=spot if spot is not None else Decimal("0.5"),
                                 node_gpus=node_gpus, gang=node_gpus is not None and node_gpus >= 8)
-            request = planning.flags_request(_label(names), gpus, workload, offers, solver, gap, time_limit)
-            inputs: dict[str, Any] = {"gpus": gpus, "type": names, "node_gpus": node_gpus, "spot": spot,
-                                      "markets": allowed_markets, "clouds": allowed_clouds, "region": region}
-            context: dict[str, Any] = {"policy": None, "timezone": "UTC", "slot_origin": "constant",
-                                       "windows": [], "workloads": {"cluster": {
-                                           "gang": workload.gang, "node_gpus": node_gpus,
-                                           "max_spot_fraction": float(workload.max_spot_fraction),
-                                           "spread_zones": 1}}}
+            spec = planning.flags_spec(
+                names, gpus, workload, None if allowed_clouds is None else [c.value for c in allowed_clouds],
+                None if allowed_markets is None else [m.value for m in allowed_markets], common.split(region),
+                solver, gap, time_limit)
+            context = planning.flags_context(workload)
             max_age, total = DEFAULT_MAX_PRICE_AGE_H, gpus
         else:
             from policies import constraints, loader
+            from pricing.gpus import resolve
 
             if timezone is not None:
                 loader.parse_timezone(timezone, "--timezone")
@@ -89,17 +87,18 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"policy {pol.name!r} names no GPU type; pass --type")
             if pol.gpus is None:
                 raise UsageError(f"policy {pol.name!r} names no GPU total; pass --gpus")
-            catalog, snapshots = common.open_catalog()
-            names, offers = common.select_offers(catalog, pol.gpu, None, None, None)
-            request = planning.policy_request(pol, _label(names), offers, solver, gap, time_limit)
-            inputs = {**planning.policy_inputs(pol), "type": names}
+            names = resolve(pol.gpu)
+            spec = planning.policy_spec(pol, names, solver, gap, time_limit)
             context = planning.policy_context(pol)
             max_age, total = pol.max_price_age_hours, pol.gpus
+        catalog, snapshots = common.open_catalog()
+        offers = catalog.offers(names)
+        request = planning.request_from_spec(spec, offers)
         when = common.now()
         common.warn_if_stale(snapshots, max_age, when)
         solved = planning.run(request)
-        pid = planning.plan_id(inputs, snapshots)
-        doc = planning.document(pid, solved, snapshots, total, context, when)
+        pid = planning.plan_id(spec, snapshots, context)
+        doc = planning.document(pid, solved, snapshots, total, spec, context, when)
         if save:
             from gpuprov.store.plans import PlanStore
 
@@ -147,6 +146,3 @@ def register(app: typer.Typer) -> None:
                           f"${float(p.hourly_usd):,.2f}")
         common.console().print(table)
 
-
-def _label(names: tuple[str, ...]) -> str:
-    return names[0] if len(names) == 1 else "/".join(names)

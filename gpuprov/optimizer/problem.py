@@ -73,6 +73,7 @@ class PlanRequest:
     gap: float = 0.001
     time_limit_s: float = 60.0
     solver: str = "cbc"
+    unavailable: frozenset[tuple[str, str, str, str]] = frozenset()   # (cloud, location, type, market)
 
     @property
     def slots(self) -> int:

@@ -163,7 +163,8 @@ def prune(offers: list[Offer], request: PlanRequest) -> tuple[list[Offer], list[
 
 def prepare(request: PlanRequest) -> Prepared:
     usable = [o for o in expand_reserved(request.offers, frozenset(request.offer_caps))
-              if any(eligible(o, w) for w in request.workloads)]
+              if any(eligible(o, w) for w in request.workloads)
+              and (o.cloud.value, o.location, o.instance_type, o.market.value) not in request.unavailable]
     undominated = drop_dominated(usable, set(request.offer_caps))
     kept, notes = prune(undominated, request)
     return Prepared(offers=kept, dropped=len(usable) - len(undominated),

@@ -20,8 +20,8 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "2"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
-UPGRADABLE = ("1",)    # versions whose upgrade is "create the tables added since"
+SCHEMA_VERSION = "3"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
+UPGRADABLE = ("1", "2")    # versions whose upgrade is "create the tables added since"
 
 
 def parse_time(value: Any) -> datetime:

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class MetaRow(SQLModel, table=True):
@@ -61,3 +61,50 @@ class PlanRow(SQLModel, table=True):
     policy: str
     hourly_usd: str
     document: str
+
+
+class JournalRow(SQLModel, table=True):
+    """One cloud call, written before it is made and completed after (crash safety)."""
+
+    __tablename__ = "gpuprov_journal"
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(index=True)
+    plan_id: str
+    op: str                       # launch | terminate
+    token: str = Field(index=True)
+    pool: str                     # JSON list: cloud, region, zone, instance type, market, workload
+    instance_id: str | None = None
+    state: str = "pending"        # pending | done | failed
+    error: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+
+
+class UnavailableRow(SQLModel, table=True):
+    """A pool the cloud just refused for capacity or quota, not to be planned on until ``until``."""
+
+    __tablename__ = "gpuprov_unavailable"
+    cloud: str = Field(primary_key=True)
+    zone: str = Field(primary_key=True)
+    instance_type: str = Field(primary_key=True)
+    market: str = Field(primary_key=True)
+    until: datetime
+    reason: str
+
+
+class InstanceRow(SQLModel, table=True):
+    """The database's mirror of what ``describe`` last returned for an owner."""
+
+    __tablename__ = "gpuprov_instance"
+    instance_id: str = Field(primary_key=True)
+    cloud: str = Field(primary_key=True)
+    owner: str = Field(index=True)
+    plan_id: str
+    token: str
+    region: str
+    zone: str | None = None
+    instance_type: str
+    market: str
+    workload: str
+    state: str
+    seen_at: datetime

@@ -1,0 +1,307 @@
+"""``gpuprov apply PLAN``, ``gpuprov status`` and ``gpuprov destroy``: make the plan so, safely."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import typer
+
+from gpuprov.commands import common
+from gpuprov.commands import drivers as driver_factory
+from gpuprov.errors import CapacityError, InfeasibleError, ProvisioningError, StalePricesError, UsageError
+from gpuprov.models import Cloud
+
+FAULT_ENV = "GPUPROV_FAULT"        # testing only: "after-launch:3" SIGKILLs the run after its 3rd launch
+MAX_FAILOVERS = 10
+
+
+def current_slot(doc: Mapping[str, Any], when: datetime) -> int:
+    from zoneinfo import ZoneInfo
+
+    local = when.astimezone(ZoneInfo(doc.get("timezone") or "UTC"))
+    origin = doc.get("slot_origin")
+    if origin == "week":
+        return local.weekday() * 24 + local.hour
+    if origin == "day":
+        return local.hour
+    return 0
+
+
+def scope(docs: Sequence[Mapping[str, Any]], mirrored: Sequence[Any]) -> tuple[set[Cloud], dict[Cloud, set[str]],
+                                                                      dict[Cloud, set[str]]]:
+    clouds: set[Cloud] = set()
+    regions: dict[Cloud, set[str]] = {c: set() for c in Cloud}
+    zones: dict[Cloud, set[str]] = {c: set() for c in Cloud}
+    for doc in docs:
+        for a in doc["allocations"]:
+            cloud = Cloud(a["cloud"])
+            clouds.add(cloud)
+            regions[cloud].add(a["region"])
+            if a["zone"]:
+                zones[cloud].add(a["zone"])
+    for h in mirrored:
+        clouds.add(h.cloud)
+        regions[h.cloud].add(h.region)
+        if h.zone:
+            zones[h.cloud].add(h.zone)
+    return clouds, regions, zones
+
+
+def _fault() -> Callable[[str, int], None] | None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    event, _, count = spec.partition(":")
+
+    def hook(name: str, n: int) -> None:
+        if name == event and n == int(count):
+            os.kill(os.getpid(), signal.SIGKILL)
+    return hook
+
+
+def check_fresh(doc: Mapping[str, Any], limit_h: Decimal, allow_stale: bool, when: datetime) -> None:
+    as_of = doc.get("catalog", {}).get("as_of")
+    if not as_of or allow_stale:
+        return
+    age = when - datetime.fromisoformat(as_of)
+    if age > timedelta(hours=float(limit_h)):
+        raise StalePricesError(
+            f"plan {doc['plan_id']} rests on prices from {as_of[:10]}, {age.days} days old "
+            f"(the limit is {limit_h} h)",
+            hint="refresh prices and plan again, or pass --allow-stale to apply anyway")
+
+
+def diff_table(d: Any, title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("action", "cloud", "location", "instance type", "market", "workload", "n", "$/h each"):
+        table.add_column(col, no_wrap=True)
+    rows: dict[tuple[str, str, str, str, str, str], int] = {}
+    for r in d.launch:
+        key = ("launch", r.cloud.value, r.zone or r.region, r.instance_type, r.market.value, r.workload)
+        rows[key] = rows.get(key, 0) + 1
+    for h in d.terminate:
+        key = ("terminate", h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)
+        rows[key] = rows.get(key, 0) + 1
+    for h in d.keep:
+        key = ("keep", h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)
+        rows[key] = rows.get(key, 0) + 1
+    for key, n in sorted(rows.items()):
+        pool = (key[1], "", key[2], key[3], key[4], key[5])
+        price = next((p for k, p in d.prices.items() if (k[0], k[2] or k[1], k[3], k[4], k[5]) ==
+                      (pool[0], pool[2], pool[3], pool[4], pool[5])), None)
+        table.add_row(*key, str(n), "?" if price is None else f"${price:,.2f}")
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def apply(
+        plan: str = typer.Argument(..., help="saved plan id (gpuprov plans) or a plan JSON file"),
+        yes: bool = typer.Option(False, "--yes", "-y", help="act; without it, show the diff only"),
+        owner: str = typer.Option(None, "--owner", help="fleet name tagged on every instance (config: owner)"),
+        slot: int = typer.Option(None, "--slot", help="apply this slot instead of the current one"),
+        allow_stale: bool = typer.Option(False, "--allow-stale", help="apply a plan on old prices"),
+        max_launch: int = typer.Option(None, "--max-launch", help="circuit breaker: most launches per run"),
+        budget: str = typer.Option(None, "--budget", help="never run more than this many USD per hour"),
+        output: str = typer.Option("table", "--output", "-o", help="table or json"),
+    ) -> None:
+        """Launch and terminate instances until the clouds run the plan's current slot."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov import config
+        from gpuprov.commands.terraform import _load_plan
+        from gpuprov.store.plans import PlanStore
+        from gpuprov.store.state import StateStore
+        from provisioner import apply as engine
+
+        cfg = config.load()
+        who = owner or cfg.owner
+        limit = max_launch if max_launch is not None else cfg.limits.max_launch_per_run
+        if limit < 0:
+            raise UsageError("--max-launch must be at least 0")
+        doc = _load_plan(plan)
+        planned_cap = (doc.get("request") or {}).get("budget_per_hour")
+        cap = (common.parse_decimal(budget, "--budget", Decimal(0)) if budget
+               else cfg.limits.budget_per_hour if cfg.limits.budget_per_hour is not None
+               else None if planned_cap is None else Decimal(planned_cap))
+        when = common.now()
+        try:
+            check_fresh(doc, cfg.limits.max_price_age_hours, allow_stale, when)
+        except StalePricesError as exc:
+            if yes:
+                raise
+            common.warn(f"{exc.message}; --yes will refuse without --allow-stale")
+        at = current_slot(doc, when) if slot is None else slot
+        if not 0 <= at < doc["horizon_hours"]:
+            raise UsageError(f"--slot must be between 0 and {doc['horizon_hours'] - 1}")
+        state = StateStore()
+        mirrored, _ = state.mirrored(who)
+        clouds, regions, zones = scope([doc], mirrored)
+        drivers = driver_factory.make(clouds, regions, zones, cfg)
+        tried: list[str] = []
+        out_console = common.console()
+        for _attempt in range(MAX_FAILOVERS + 1):
+            actual = [h for d in drivers.values() for h in d.describe(who)]
+            state.settle(who, {h.token for h in actual}, common.now())
+            state.mirror(who, actual, common.now())
+            d = engine.diff(doc, at, actual, who)
+            if not yes:
+                _report(fmt, doc, at, d, dry=True, console=out_console)
+                return
+            try:
+                engine.execute(d, drivers, state, who, common.now, budget_per_hour=cap, max_launch=limit,
+                               fault=_fault())
+            except CapacityError as exc:
+                ttl = timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes))
+                state.mark_unavailable(exc.pool, common.now() + ttl, exc.message)
+                tried.append(f"{'/'.join(exc.pool)}: {exc.message}")
+                common.warn(f"{exc.message}; planning again without that pool")
+                doc = _replan(doc, state, tried)
+                PlanStore().save(doc)
+                clouds2, regions2, zones2 = scope([doc], [])
+                for c in clouds2 - set(drivers):
+                    drivers.update(driver_factory.make(
+                        {c}, regions2, zones2, cfg))
+                continue
+            final = [h for drv in drivers.values() for h in drv.describe(who)]
+            state.mirror(who, final, common.now())
+            _report(fmt, doc, at, d, dry=False, console=out_console)
+            return
+        raise ProvisioningError(f"gave up after {MAX_FAILOVERS} capacity failovers: " + "; ".join(tried))
+
+    @app.command()
+    def status(
+        owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+        cached: bool = typer.Option(False, "--cached", help="show the database's mirror; call no cloud"),
+        output: str = typer.Option("table", "--output", "-o", help="table or json"),
+    ) -> None:
+        """Owned instances by plan, market and zone, with their hourly cost, against their plan."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov import config
+        from gpuprov.store.plans import PlanStore
+        from gpuprov.store.state import StateStore
+
+        cfg = config.load()
+        who = owner or cfg.owner
+        state = StateStore()
+        mirrored, seen = state.mirrored(who)
+        if cached:
+            handles = mirrored
+        else:
+            clouds, regions, zones = scope([], mirrored)
+            drivers = driver_factory.make(clouds, regions, zones, cfg)
+            handles = [h for d in drivers.values() for h in d.describe(who)]
+            state.mirror(who, handles, common.now())
+        plans: dict[str, dict[str, Any] | None] = {}
+        store = PlanStore()
+        for pid in sorted({h.plan_id for h in handles}):
+            try:
+                plans[pid] = store.get(pid)
+            except UsageError:
+                plans[pid] = None
+        groups: dict[tuple[str, ...], list[Any]] = {}
+        for h in handles:
+            groups.setdefault((h.plan_id, h.cloud.value, h.zone or h.region, h.instance_type, h.market.value,
+                               h.workload), []).append(h)
+        rows: list[dict[str, Any]] = []
+        now = common.now()
+        for key, hs in sorted(groups.items()):
+            doc = plans.get(key[0])
+            price, want = None, None
+            if doc is not None:
+                from provisioner.apply import wanted
+
+                w = wanted(doc, current_slot(doc, now)).get(hs[0].pool)
+                if w is not None:
+                    price, want = w.unit_hourly_usd, w.count
+            rows.append({"plan": key[0], "cloud": key[1], "location": key[2], "instance_type": key[3],
+                         "market": key[4], "workload": key[5], "instances": len(hs), "planned": want,
+                         "hourly_usd": None if price is None else float(price * len(hs))})
+        total = sum(r["hourly_usd"] or 0 for r in rows)
+        if fmt == "json":
+            json.dump({"owner": who, "instances": len(handles), "hourly_usd": total, "groups": rows},
+                      sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        from rich.table import Table
+
+        source = f"mirror from {seen:%Y-%m-%d %H:%M} UTC" if cached and seen else "live"
+        table = Table(title=f"fleet {who}: {len(handles)} instances, ${total:,.2f}/h ({source})", title_justify="left")
+        for col in ("plan", "cloud", "location", "instance type", "market", "workload", "running", "planned", "$/h"):
+            table.add_column(col, no_wrap=True)
+        for r in rows:
+            table.add_row(r["plan"], r["cloud"], r["location"], r["instance_type"], r["market"], r["workload"],
+                          str(r["instances"]), "?" if r["planned"] is None else str(r["planned"]),
+                          "?" if r["hourly_usd"] is None else f"${r['hourly_usd']:,.2f}")
+        common.console().print(table)
+
+    @app.command()
+    def destroy(
+        plan: str = typer.Option(None, "--plan", help="only the instances of this plan"),
+        owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+        yes: bool = typer.Option(False, "--yes", "-y", help="act; without it, list what would end"),
+    ) -> None:
+        """Terminate every instance gpuprov owns (or one plan's), idempotently."""
+        from gpuprov import config
+        from gpuprov.store.state import StateStore
+        from provisioner.apply import Diff, execute
+
+        cfg = config.load()
+        who = owner or cfg.owner
+        state = StateStore()
+        mirrored, _ = state.mirrored(who)
+        docs = []
+        if plan:
+            from gpuprov.commands.terraform import _load_plan
+
+            docs.append(_load_plan(plan))
+        clouds, regions, zones = scope(docs, mirrored)
+        drivers = driver_factory.make(clouds, regions, zones, cfg)
+        actual = [h for d in drivers.values() for h in d.describe(who)]
+        doomed = [h for h in actual if not plan or h.plan_id == docs[0]["plan_id"]]
+        out = common.console()
+        if not yes:
+            out.print(f"would terminate {len(doomed)} instances of fleet {who}; pass --yes to do it")
+            return
+        d = Diff(plan_id=docs[0]["plan_id"] if docs else "destroy", slot=0, terminate=doomed)
+        execute(d, drivers, state, who, common.now, max_launch=0, fault=_fault())
+        remaining = [h for drv in drivers.values() for h in drv.describe(who)]
+        state.mirror(who, remaining, common.now())
+        out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
+
+
+def _replan(doc: dict[str, Any], state: Any, tried: list[str]) -> dict[str, Any]:
+    from gpuprov import planning
+
+    catalog, snapshots = common.open_catalog()
+    offers = catalog.offers(doc["request"]["gpu_names"])
+    unavailable = set(state.unavailable(common.now()))
+    try:
+        return planning.replan(doc, offers, snapshots, unavailable, common.now())
+    except InfeasibleError as exc:
+        raise ProvisioningError("no plan fits the capacity left; tried: " + "; ".join(tried),
+                                hint=exc.message) from exc
+
+
+def _report(fmt: str, doc: Mapping[str, Any], slot: int, d: Any, dry: bool, console: Any) -> None:
+    summary = {"plan_id": doc["plan_id"], "slot": slot, "dry_run": dry, "launch": len(d.launch),
+               "terminate": len(d.terminate), "keep": len(d.keep), "hourly_usd_before": float(d.hourly_before),
+               "hourly_usd_after": float(d.hourly_after)}
+    if fmt == "json":
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    verb = "would" if dry else "did"
+    console.print(diff_table(d, f"plan {doc['plan_id']}, slot {slot}: {verb} launch {len(d.launch)}, "
+                                f"terminate {len(d.terminate)}, keep {len(d.keep)}"))
+    console.print(f"hourly cost ${d.hourly_before:,.2f} -> ${d.hourly_after:,.2f}"
+                  + ("   (dry run: pass --yes to act)" if dry else ""))
+

@@ -1,0 +1,153 @@
+"""Provisioning state: the journal of cloud calls, the unavailable-pool cache, the fleet mirror.
+
+The cloud is the source of truth; these tables let a run that was killed be reconciled
+by the next one, and let ``status`` answer without calling the cloud.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from gpuprov.errors import StoreError
+from gpuprov.models import Cloud, Market
+from gpuprov.store.database import Database, parse_time
+from provisioner.base import InstanceHandle
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+Pool4 = tuple[str, str, str, str]      # cloud, zone, instance type, market
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    id: int
+    owner: str
+    plan_id: str
+    op: str
+    token: str
+    pool: tuple[str, ...]
+    instance_id: str | None
+    state: str
+    error: str | None
+    started_at: datetime
+
+
+class StateStore(Database):
+    def _session(self) -> Session:
+        self.ensure_schema()
+        from sqlmodel import Session
+
+        return Session(self.engine())
+
+    # -- journal -------------------------------------------------------------------
+    def begin(self, owner: str, plan_id: str, op: str, token: str, pool: Sequence[str], when: datetime,
+              instance_id: str | None = None) -> int:
+        from gpuprov.store.tables import JournalRow
+
+        row = JournalRow(owner=owner, plan_id=plan_id, op=op, token=token, pool=json.dumps(list(pool)),
+                         instance_id=instance_id, started_at=when)
+        with self._session() as session:
+            session.add(row)
+            session.commit()
+            if row.id is None:
+                raise StoreError("the database returned no id for a journal row")
+            return row.id
+
+    def finish(self, entry_id: int, when: datetime, instance_id: str | None = None, error: str | None = None) -> None:
+        from gpuprov.store.tables import JournalRow
+
+        with self._session() as session:
+            row = session.get(JournalRow, entry_id)
+            if row is None:
+                raise StoreError(f"journal row {entry_id} vanished")
+            row.state = "failed" if error else "done"
+            row.error = error
+            row.finished_at = when
+            if instance_id is not None:
+                row.instance_id = instance_id
+            session.add(row)
+            session.commit()
+
+    def journal(self, owner: str, pending_only: bool = False) -> list[JournalEntry]:
+        self.ensure_schema()
+        sql = ("SELECT id, owner, plan_id, op, token, pool, instance_id, state, error, started_at "
+               "FROM gpuprov_journal WHERE owner = :owner")
+        if pending_only:
+            sql += " AND state = 'pending'"
+        rows = self._rows(sql + " ORDER BY id", {"owner": owner})
+        return [JournalEntry(int(r[0]), r[1], r[2], r[3], r[4], tuple(json.loads(r[5])), r[6], r[7], r[8],
+                             parse_time(r[9])) for r in rows]
+
+    def settle(self, owner: str, live_tokens: set[str], when: datetime) -> int:
+        """Close the pending rows a killed run left: a launch whose token is live is done,
+        one whose token is not was never made (or did not survive); either way the next
+        reconcile acts on what describe shows. Returns how many rows were settled."""
+        pending = self.journal(owner, pending_only=True)
+        for entry in pending:
+            if entry.op == "launch":
+                error = None if entry.token in live_tokens else "interrupted before the instance existed"
+            else:
+                error = None
+            self.finish(entry.id, when, error=error)
+        return len(pending)
+
+    # -- unavailable pools -----------------------------------------------------------
+    def mark_unavailable(self, pool: Pool4, until: datetime, reason: str) -> None:
+        from gpuprov.store.tables import UnavailableRow
+
+        with self._session() as session:
+            key = {"cloud": pool[0], "zone": pool[1], "instance_type": pool[2], "market": pool[3]}
+            row = session.get(UnavailableRow, key)
+            if row is None:
+                row = UnavailableRow(**key, until=until, reason=reason)
+            else:
+                row.until, row.reason = until, reason
+            session.add(row)
+            session.commit()
+
+    def unavailable(self, now: datetime) -> dict[Pool4, str]:
+        self.ensure_schema()
+        rows = self._rows("SELECT cloud, zone, instance_type, market, until, reason FROM gpuprov_unavailable", {})
+        return {(r[0], r[1], r[2], r[3]): r[5] for r in rows if parse_time(r[4]) > now}
+
+    # -- fleet mirror ------------------------------------------------------------------
+    def mirror(self, owner: str, handles: Sequence[InstanceHandle], when: datetime) -> None:
+        """Replace the owner's mirror with what describe returned, in one transaction."""
+        self.ensure_schema()
+        from sqlalchemy import delete, insert
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from gpuprov.store.tables import InstanceRow
+
+        table = InstanceRow.__table__  # type: ignore[attr-defined]
+        rows = [{"instance_id": h.instance_id, "cloud": h.cloud.value, "owner": owner, "plan_id": h.plan_id,
+                 "token": h.token, "region": h.region, "zone": h.zone, "instance_type": h.instance_type,
+                 "market": h.market.value, "workload": h.workload, "state": h.state, "seen_at": when}
+                for h in handles]
+        try:
+            with self.engine().begin() as con:
+                con.execute(delete(table).where(table.c.owner == owner))
+                if rows:
+                    con.execute(insert(table), rows)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"could not record the fleet of {owner}: {exc}") from exc
+
+    def mirrored(self, owner: str) -> tuple[list[InstanceHandle], datetime | None]:
+        self.ensure_schema()
+        rows = self._rows("SELECT instance_id, cloud, region, zone, instance_type, market, state, owner, plan_id, "
+                          "token, workload, seen_at FROM gpuprov_instance WHERE owner = :owner ORDER BY instance_id",
+                          {"owner": owner})
+        handles = [InstanceHandle(cloud=Cloud(r[1]), instance_id=r[0], region=r[2], zone=r[3], instance_type=r[4],
+                                  market=Market(r[5]), state=r[6], owner=r[7], plan_id=r[8], token=r[9],
+                                  workload=r[10]) for r in rows]
+        seen = max((parse_time(r[11]) for r in rows), default=None)
+        return handles, seen
+
+
+def ttl(minutes: float) -> timedelta:
+    return timedelta(minutes=minutes)

@@ -1,0 +1,211 @@
+"""Reconcile a plan's current slot with what the clouds run: the diff, then the calls.
+
+``diff`` is pure: from the plan document, the slot and the described instances it works
+out which to keep, launch and terminate. ``execute`` makes the calls, each written to the
+journal before and completed after, so a run killed at any point is reconciled by the
+next: the cloud's tags say what exists, and the tokens make every launch idempotent.
+
+Pools are (cloud, region, zone, instance type, market, workload): instances in one pool
+are interchangeable. The k-th instance a plan wants in a pool has the token
+``launch_token(plan, pool, k)``; instances of the pool from older plans count too, and are
+kept in preference to launching.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+from gpuprov.errors import GuardError, ProvisioningError
+from gpuprov.models import Cloud, Market
+from provisioner.base import Driver, InstanceHandle, LaunchRequest, launch_token
+
+Pool = tuple[str, str, str, str, str, str]
+
+
+class Journal(Protocol):
+    def begin(self, owner: str, plan_id: str, op: str, token: str, pool: Sequence[str], when: datetime,
+              instance_id: str | None = None) -> int: ...
+
+    def finish(self, entry_id: int, when: datetime, instance_id: str | None = None,
+               error: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Want:
+    pool: Pool
+    count: int
+    unit_hourly_usd: Decimal
+    gang: bool
+
+
+@dataclass
+class Diff:
+    plan_id: str
+    slot: int
+    keep: list[InstanceHandle] = field(default_factory=list)
+    launch: list[LaunchRequest] = field(default_factory=list)
+    terminate: list[InstanceHandle] = field(default_factory=list)
+    prices: dict[Pool, Decimal] = field(default_factory=dict)
+
+    def hourly(self, handles: Sequence[InstanceHandle], requests: Sequence[LaunchRequest] = ()) -> Decimal:
+        total = sum((self.prices.get(h.pool, Decimal(0)) for h in handles), Decimal(0))
+        return total + sum((self.prices.get(pool_of(r), Decimal(0)) for r in requests), Decimal(0))
+
+    @property
+    def hourly_before(self) -> Decimal:
+        return self.hourly([*self.keep, *self.terminate])
+
+    @property
+    def hourly_after(self) -> Decimal:
+        return self.hourly(self.keep, self.launch)
+
+    @property
+    def empty(self) -> bool:
+        return not self.launch and not self.terminate
+
+
+def pool_of(r: LaunchRequest) -> Pool:
+    return (r.cloud.value, r.region, r.zone or "", r.instance_type, r.market.value, r.workload)
+
+
+def wanted(doc: Mapping[str, Any], slot: int) -> dict[Pool, Want]:
+    """Instances the plan wants in each pool in this slot (reservations are held in every slot)."""
+    gangs = {name for name, w in (doc.get("workloads") or {}).items() if w.get("gang")}
+    out: dict[Pool, Want] = {}
+    for a in doc["allocations"]:
+        counts = a["instances_by_slot"]
+        n = counts[slot % len(counts)]
+        pool: Pool = (a["cloud"], a["region"], a["zone"] or "", a["instance_type"], a["market"], a["workload"])
+        prev = out.get(pool)
+        out[pool] = Want(pool, n + (prev.count if prev else 0), Decimal(str(a["unit_hourly_usd"])),
+                         a["workload"] in gangs)
+    return out
+
+
+def diff(doc: Mapping[str, Any], slot: int, actual: Sequence[InstanceHandle], owner: str) -> Diff:
+    plan_id = doc["plan_id"]
+    want = wanted(doc, slot)
+    result = Diff(plan_id=plan_id, slot=slot, prices={p: w.unit_hourly_usd for p, w in want.items()})
+    have: dict[Pool, list[InstanceHandle]] = defaultdict(list)
+    for h in actual:
+        have[h.pool].append(h)
+    for pool in sorted(set(want) | set(have)):
+        w = want.get(pool)
+        count = w.count if w else 0
+        tokens = [launch_token(plan_id, pool, k) for k in range(count)]
+        rank = {t: k for k, t in enumerate(tokens)}
+        # keep this plan's own instances first (lowest index first), then the oldest others
+        mine = sorted(have.get(pool, []), key=lambda h: (h.token not in rank, rank.get(h.token, 0),
+                                                         h.launched_at or datetime.max, h.instance_id))
+        result.keep += mine[:count]
+        result.terminate += mine[count:]
+        used = {h.token for h in mine[:count]}
+        missing = count - len(mine[:count])
+        free = [t for t in tokens if t not in used][:missing]
+        cloud, region, zone, itype, market, workload = pool
+        for token in free:
+            result.launch.append(LaunchRequest(
+                cloud=Cloud(cloud), region=region, zone=zone or None, instance_type=itype, market=Market(market),
+                token=token, owner=owner, plan_id=plan_id, workload=workload,
+                placement_group=f"gpuprov-{owner}-{workload}-{zone or region}" if w and w.gang else None))
+    return result
+
+
+@dataclass
+class Outcome:
+    launched: list[InstanceHandle] = field(default_factory=list)
+    terminated: list[InstanceHandle] = field(default_factory=list)
+
+
+def check_guards(d: Diff, budget_per_hour: Decimal | None, max_launch: int) -> bool:
+    """Refuse a diff that breaks a guard; say whether it must break before it makes
+    (terminate first) to stay under the budget while both old and new run."""
+    if len(d.launch) > max_launch:
+        raise GuardError(f"the plan would launch {len(d.launch)} instances, more than the "
+                         f"circuit breaker allows in one run ({max_launch})",
+                         hint="raise --max-launch if that is intended")
+    if budget_per_hour is None:
+        return False
+    if d.hourly_after > budget_per_hour:
+        raise GuardError(f"the fleet would cost ${d.hourly_after:.2f}/h, over the ${budget_per_hour}/h budget")
+    transient = d.hourly([*d.keep, *d.terminate], d.launch)
+    return transient > budget_per_hour
+
+
+def execute(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
+            clock: Callable[[], datetime], budget_per_hour: Decimal | None = None, max_launch: int = 100,
+            fault: Callable[[str, int], None] | None = None,
+            progress: Callable[[str, Any], None] | None = None) -> Outcome:
+    """Make the calls of a diff: launch, then terminate (make before break) unless the budget
+    needs the old instances gone first. CapacityError and friends propagate after their
+    journal row is closed, with everything done so far kept."""
+    break_first = check_guards(d, budget_per_hour, max_launch)
+    out = Outcome()
+    steps = [_terminate_all, _launch_all] if break_first else [_launch_all, _terminate_all]
+    for step in steps:
+        step(d, drivers, journal, owner, clock, out, fault, progress)
+    return out
+
+
+def _launch_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
+                clock: Callable[[], datetime], out: Outcome, fault: Callable[[str, int], None] | None,
+                progress: Callable[[str, Any], None] | None) -> None:
+    for req in d.launch:
+        driver = _driver(drivers, req.cloud)
+        if fault:
+            fault("before-launch", len(out.launched) + 1)
+        entry = journal.begin(owner, d.plan_id, "launch", req.token, pool_of(req), clock())
+        try:
+            handle = driver.launch(req)
+        except ProvisioningError as exc:
+            journal.finish(entry, clock(), error=exc.message)
+            raise
+        out.launched.append(handle)
+        if fault:
+            fault("after-launch", len(out.launched))
+        journal.finish(entry, clock(), instance_id=handle.instance_id)
+        if progress:
+            progress("launched", handle)
+
+
+def _terminate_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
+                   clock: Callable[[], datetime], out: Outcome, fault: Callable[[str, int], None] | None,
+                   progress: Callable[[str, Any], None] | None) -> None:
+    by_cloud: dict[Cloud, list[InstanceHandle]] = defaultdict(list)
+    for h in d.terminate:
+        by_cloud[h.cloud].append(h)
+    for cloud, handles in sorted(by_cloud.items()):
+        driver = _driver(drivers, cloud)
+        for start in range(0, len(handles), 200):
+            batch = handles[start:start + 200]
+            entries = [journal.begin(owner, d.plan_id, "terminate", h.token, h.pool, clock(), h.instance_id)
+                       for h in batch]
+            try:
+                driver.terminate([h.instance_id for h in batch])
+            except ProvisioningError as exc:
+                for e in entries:
+                    journal.finish(e, clock(), error=exc.message)
+                raise
+            for e in entries:
+                journal.finish(e, clock())
+            out.terminated += batch
+            if fault:
+                fault("after-terminate", len(out.terminated))
+            if progress:
+                progress("terminated", batch)
+
+
+def _driver(drivers: Mapping[Cloud, Driver], cloud: Cloud) -> Driver:
+    if cloud not in drivers:
+        raise ProvisioningError(f"no {cloud} driver is configured for this run")
+    return drivers[cloud]
+
+
+def gpus(doc: Mapping[str, Any], slot: int) -> int:
+    return sum(a["instances_by_slot"][slot % len(a["instances_by_slot"])] * a["gpus_per_instance"]
+               for a in doc["allocations"])

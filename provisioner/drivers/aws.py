@@ -1,0 +1,268 @@
+"""AWS EC2 driver (boto3), imported lazily: nothing here loads boto3 until a driver is made.
+
+Instance ids are ``<region>/<instance-id>`` so that terminate knows where to call.
+Zones: the catalog names AWS zones by AZ id (``use1-az1``), which is the same physical zone
+in every account; the driver maps it to this account's zone name with
+``describe_availability_zones``. Idempotency does not rest on EC2's ClientToken (moto does
+not honour it, and EC2 refuses a reused token after termination): the token is a tag, and
+``launch`` looks it up before calling ``run_instances``; the ClientToken is still passed.
+Retries: botocore's standard retry mode (throttling and 5xx, with backoff) for every call but
+``run_instances``, which gets a single attempt per try: between tries the driver looks the
+token up again, because a call that failed on the wire (a timeout, a 503 after the fact)
+may still have started the instance. So a retried launch never makes a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuprov.errors import (
+    CapacityError,
+    CredentialsError,
+    MissingExtraError,
+    ProvisioningError,
+    QuotaError,
+    TransientError,
+)
+from gpuprov.models import Cloud, Market
+from provisioner.base import (
+    MARKET_TAG,
+    OWNER_TAG,
+    PLAN_TAG,
+    TOKEN_TAG,
+    WORKLOAD_TAG,
+    InstanceHandle,
+    LaunchRequest,
+)
+
+log = logging.getLogger(__name__)
+
+CAPACITY_CODES = {"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity",
+                  "InsufficientCapacityOnOutpost", "Unsupported", "SpotMaxPriceTooLow",
+                  "InsufficientReservedInstanceCapacity"}
+QUOTA_CODES = {"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded",
+               "SpotInstanceRequestLimitExceeded"}
+AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch",
+              "ExpiredToken", "OptInRequired"}
+THROTTLE_CODES = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable",
+                  "InternalError", "Unavailable"}
+LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+
+
+def _sdk() -> tuple[Any, Any, Any]:
+    try:
+        import boto3
+        import botocore.exceptions
+        from botocore.config import Config
+    except ImportError:
+        raise MissingExtraError("the AWS driver needs boto3", hint="pip install 'gpuprov[aws]'") from None
+    return boto3, botocore.exceptions, Config
+
+
+class AwsDriver:
+    cloud = Cloud.AWS
+
+    def __init__(self, regions: Sequence[str], image: str | None = None, subnets: dict[str, str] | None = None,
+                 key_name: str | None = None, session: Any = None, max_attempts: int = 5,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        boto3, self._exc, config = _sdk()
+        self.regions = sorted(set(regions))
+        self.image = image
+        self.subnets = subnets or {}           # zone id or name -> subnet id
+        self.key_name = key_name
+        self._session = session or boto3.session.Session()
+        self._config = config(retries={"mode": "standard", "max_attempts": max_attempts},
+                              user_agent_extra="gpuprov")
+        self._once = config(retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra="gpuprov")
+        self.max_attempts = max_attempts
+        self._sleep = sleep
+        self._clients: dict[str, Any] = {}
+        self._launchers: dict[str, Any] = {}
+        self._zones: dict[str, dict[str, str]] = {}
+        self._efa: dict[tuple[str, str], bool] = {}
+
+    # -- plumbing --------------------------------------------------------------------
+    def client(self, region: str) -> Any:
+        if region not in self._clients:
+            self._clients[region] = self._session.client("ec2", region_name=region, config=self._config)
+        return self._clients[region]
+
+    def launcher(self, region: str) -> Any:
+        """A client without botocore retries, for run_instances (see the module docstring)."""
+        if region not in self._launchers:
+            self._launchers[region] = self._session.client("ec2", region_name=region, config=self._once)
+        return self._launchers[region]
+
+    def _translate(self, what: str, exc: Any, pool: tuple[str, str, str, str] | None = None) -> ProvisioningError:
+        """gpuprov's error for an EC2 ClientError (never echoing credentials)."""
+        code = exc.response.get("Error", {}).get("Code", "")
+        message = exc.response.get("Error", {}).get("Message", "")
+        if pool is not None and code in QUOTA_CODES:
+            return QuotaError(f"AWS quota reached for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
+        if pool is not None and code in CAPACITY_CODES:
+            return CapacityError(f"AWS has no capacity for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
+        if code in AUTH_CODES:
+            return CredentialsError(f"AWS refused the credentials for {what}: {code}",
+                                    hint="check the AWS credential chain (profile, environment, role)")
+        if code in THROTTLE_CODES or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+            return TransientError(f"AWS {what} kept failing after retries: {code}")
+        return ProvisioningError(f"AWS {what} failed: {code}: {message}")
+
+    def _call(self, what: str, fn: Any, pool: tuple[str, str, str, str] | None = None, **kwargs: Any) -> Any:
+        """Call EC2 and translate its failures into gpuprov's error tree."""
+        try:
+            return fn(**kwargs)
+        except self._exc.ClientError as exc:
+            raise self._translate(what, exc, pool) from exc
+        except self._exc.NoCredentialsError as exc:
+            raise CredentialsError("no AWS credentials found",
+                                   hint="configure a profile, environment variables or an instance role") from exc
+        except (self._exc.EndpointConnectionError, self._exc.ConnectTimeoutError, self._exc.ReadTimeoutError) as exc:
+            raise TransientError(f"AWS {what}: cannot reach the endpoint") from exc
+
+    def zone_name(self, region: str, zone: str) -> str:
+        """This account's zone name for a catalog zone (an AZ id like use1-az1, or a name)."""
+        if region not in self._zones:
+            ec2 = self.client(region)
+            zones = self._call("describe_availability_zones", ec2.describe_availability_zones)
+            self._zones[region] = {z["ZoneId"]: z["ZoneName"] for z in zones["AvailabilityZones"]}
+        names = self._zones[region]
+        if zone in names:
+            return names[zone]
+        if zone in names.values():
+            return zone
+        raise ProvisioningError(f"zone {zone} is not in {region} for this AWS account")
+
+    def zone_id(self, region: str, name: str) -> str:
+        self.zone_name(region, name)  # fills the cache
+        by_name = {v: k for k, v in self._zones[region].items()}
+        return by_name.get(name, name)
+
+    def _supports_efa(self, region: str, instance_type: str) -> bool:
+        key = (region, instance_type)
+        if key not in self._efa:
+            out = self._call("describe_instance_types", self.client(region).describe_instance_types,
+                             InstanceTypes=[instance_type])
+            info = out["InstanceTypes"][0].get("NetworkInfo", {}) if out["InstanceTypes"] else {}
+            self._efa[key] = bool(info.get("EfaSupported"))
+        return self._efa[key]
+
+    def _handle(self, region: str, inst: dict[str, Any]) -> InstanceHandle:
+        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+        market = tags.get(MARKET_TAG) or ("spot" if inst.get("InstanceLifecycle") == "spot" else "on_demand")
+        launched = inst.get("LaunchTime")
+        if isinstance(launched, datetime):
+            launched = launched.astimezone(UTC) if launched.tzinfo else launched.replace(tzinfo=UTC)
+        zone_name = inst.get("Placement", {}).get("AvailabilityZone")
+        return InstanceHandle(
+            cloud=Cloud.AWS, instance_id=f"{region}/{inst['InstanceId']}", region=region,
+            zone=self.zone_id(region, zone_name) if zone_name else None, instance_type=inst["InstanceType"],
+            market=Market(market), state=inst["State"]["Name"], owner=tags.get(OWNER_TAG, ""),
+            plan_id=tags.get(PLAN_TAG, ""), token=tags.get(TOKEN_TAG, ""), workload=tags.get(WORKLOAD_TAG, ""),
+            launched_at=launched if isinstance(launched, datetime) else None)
+
+    def _find(self, region: str, filters: list[dict[str, Any]]) -> list[InstanceHandle]:
+        paginator = self.client(region).get_paginator("describe_instances")
+        pages = self._call("describe_instances", lambda: list(paginator.paginate(
+            Filters=[*filters, {"Name": "instance-state-name", "Values": LIVE_STATES}])))
+        return [self._handle(region, i) for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+    # -- the three verbs ----------------------------------------------------------------
+    def describe(self, owner: str) -> list[InstanceHandle]:
+        out: list[InstanceHandle] = []
+        for region in self.regions:
+            out += self._find(region, [{"Name": f"tag:{OWNER_TAG}", "Values": [owner]}])
+        return sorted(out, key=lambda h: h.instance_id)
+
+    def launch(self, request: LaunchRequest) -> InstanceHandle:
+        if request.region not in self.regions:
+            self.regions = sorted({*self.regions, request.region})
+        existing = self._find(request.region, [{"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}])
+        if existing:
+            return existing[0]
+        if not self.image:
+            raise ProvisioningError("no AWS image (AMI id) configured",
+                                    hint="set aws.image in the gpuprov config file or GPUPROV_AWS_IMAGE")
+        zone = self.zone_name(request.region, request.zone) if request.zone else None
+        pool = (Cloud.AWS.value, request.zone or request.region, request.instance_type, request.market.value)
+        tags = [{"Key": k, "Value": v} for k, v in sorted(request.tags().items())]
+        params: dict[str, Any] = {
+            "ImageId": self.image, "InstanceType": request.instance_type, "MinCount": 1, "MaxCount": 1,
+            "ClientToken": request.token,
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
+                                  {"ResourceType": "volume", "Tags": tags}],
+        }
+        placement: dict[str, Any] = {}
+        if zone:
+            placement["AvailabilityZone"] = zone
+        if request.placement_group:
+            self._placement_group(request.region, request.placement_group)
+            placement["GroupName"] = request.placement_group
+        if placement:
+            params["Placement"] = placement
+        if request.market is Market.SPOT:
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+                "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+        subnet = self.subnets.get(request.zone or "") or (self.subnets.get(zone) if zone else None)
+        if subnet:
+            interface: dict[str, Any] = {"DeviceIndex": 0, "SubnetId": subnet}
+            if request.placement_group and self._supports_efa(request.region, request.instance_type):
+                interface["InterfaceType"] = "efa"
+            params["NetworkInterfaces"] = [interface]
+        if self.key_name:
+            params["KeyName"] = self.key_name
+        token_filter = [{"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                out = self._call("run_instances", self.launcher(request.region).run_instances, pool=pool, **params)
+                return self._handle(request.region, out["Instances"][0])
+            except TransientError:
+                if attempt == self.max_attempts:
+                    raise
+            self._sleep(min(20.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.0))
+            started = self._find(request.region, token_filter)     # the failed call may have started it
+            if started:
+                return started[0]
+        raise TransientError("AWS run_instances: no attempt left")  # unreachable: the loop returns or raises
+
+    def _placement_group(self, region: str, name: str) -> None:
+        ec2 = self.client(region)
+        try:
+            ec2.create_placement_group(GroupName=name, Strategy="cluster",
+                                       TagSpecifications=[{"ResourceType": "placement-group",
+                                                           "Tags": [{"Key": OWNER_TAG, "Value": name}]}])
+        except self._exc.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "InvalidPlacementGroup.Duplicate":
+                raise self._translate("create_placement_group", exc) from exc
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        by_region: dict[str, list[str]] = {}
+        for full in instance_ids:
+            region, _, iid = full.partition("/")
+            if not iid:
+                raise ProvisioningError(f"not an AWS instance id of gpuprov's form region/i-…: {full!r}")
+            by_region.setdefault(region, []).append(iid)
+        for region, ids in sorted(by_region.items()):
+            ec2 = self.client(region)
+            for start in range(0, len(ids), 500):
+                batch = ids[start:start + 500]
+                try:
+                    ec2.terminate_instances(InstanceIds=batch)
+                except self._exc.ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") != "InvalidInstanceID.NotFound":
+                        raise self._translate("terminate_instances", exc) from exc
+                    for iid in batch:        # one unknown id fails the batch: retry one by one
+                        self._terminate_one(ec2, iid)
+
+    def _terminate_one(self, ec2: Any, iid: str) -> None:
+        try:
+            ec2.terminate_instances(InstanceIds=[iid])
+        except self._exc.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("InvalidInstanceID.NotFound",
+                                                                  "InvalidInstanceID.Malformed"):
+                raise self._translate("terminate_instances", exc) from exc

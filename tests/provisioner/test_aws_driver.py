@@ -1,0 +1,175 @@
+"""The AWS driver against moto (EC2 lifecycle), with capacity and throttling injected through
+botocore's event hooks (moto cannot produce them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
+from moto import mock_aws
+
+from gpuprov.errors import CapacityError, CredentialsError, QuotaError, TransientError
+from gpuprov.models import Cloud, Market
+from provisioner.base import Driver, LaunchRequest
+from provisioner.drivers.aws import AwsDriver
+from tests.provisioner.contract import DriverContract
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield
+
+
+def ami() -> str:
+    return str(boto3.client("ec2", region_name="us-east-1").describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
+
+
+def make_driver(**kw: Any) -> AwsDriver:
+    return AwsDriver(["us-east-1"], image=ami(), sleep=lambda _s: None, **kw)
+
+
+def req(token: str, market: Market = Market.ON_DEMAND, owner: str = "fleet-a", zone: str = "use1-az1",
+        itype: str = "p4d.24xlarge") -> LaunchRequest:
+    return LaunchRequest(cloud=Cloud.AWS, region="us-east-1", zone=zone, instance_type=itype, market=market,
+                         token=token, owner=owner, plan_id="plan1", workload="training")
+
+
+def test_launch_tags_zone_and_spot(aws: None) -> None:
+    d = make_driver()
+    h = d.launch(req("tok1", Market.SPOT))
+    assert h.instance_id.startswith("us-east-1/i-") and h.zone == "use1-az1"
+    assert (h.owner, h.plan_id, h.token, h.workload, h.market) == ("fleet-a", "plan1", "tok1", "training", Market.SPOT)
+    raw = boto3.client("ec2", region_name="us-east-1").describe_instances(
+        InstanceIds=[h.instance_id.split("/")[1]])["Reservations"][0]["Instances"][0]
+    assert raw["InstanceLifecycle"] == "spot"
+    zone_name = {z["ZoneId"]: z["ZoneName"] for z in boto3.client("ec2", region_name="us-east-1")
+                 .describe_availability_zones()["AvailabilityZones"]}["use1-az1"]
+    assert raw["Placement"]["AvailabilityZone"] == zone_name
+    assert {t["Key"] for t in raw["Tags"]} >= {"gpuprov-owner", "gpuprov-plan", "gpuprov-token", "gpuprov-workload"}
+
+
+def test_same_token_twice_launches_once(aws: None) -> None:
+    d = make_driver()
+    a, b = d.launch(req("tok1")), d.launch(req("tok1"))
+    assert a.instance_id == b.instance_id
+    assert len(d.describe("fleet-a")) == 1
+
+
+def test_describe_is_per_owner_and_terminate_is_idempotent(aws: None) -> None:
+    d = make_driver()
+    mine = d.launch(req("t1"))
+    d.launch(req("t2", owner="fleet-b"))
+    assert [h.instance_id for h in d.describe("fleet-a")] == [mine.instance_id]
+    d.terminate([mine.instance_id])
+    d.terminate([mine.instance_id, "us-east-1/i-0123456789abcdef0"])
+    assert d.describe("fleet-a") == []
+    again = d.launch(req("t1"))                 # a terminated instance does not hold its token
+    assert again.instance_id != mine.instance_id
+
+
+def test_placement_group_for_a_gang(aws: None) -> None:
+    d = make_driver()
+    created: list[str] = []
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        created.append(params["GroupName"])
+
+    def fake_pg(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:   # moto does not implement placement groups
+        return AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}
+
+    events = d.client("us-east-1").meta.events
+    events.register("before-parameter-build.ec2.CreatePlacementGroup", capture)
+    events.register("before-call.ec2.CreatePlacementGroup", fake_pg)
+    r = LaunchRequest(cloud=Cloud.AWS, region="us-east-1", zone="use1-az1", instance_type="p4d.24xlarge",
+                      market=Market.ON_DEMAND, token="g1", owner="fleet-a", plan_id="p", workload="training",
+                      placement_group="gpuprov-fleet-a-training-use1-az1")
+    d.launch(r)
+    assert created == ["gpuprov-fleet-a-training-use1-az1"]
+
+
+def _error(code: str, status: int = 500) -> Any:
+    def handler(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        return (AWSResponse("https://x", status, {}, None),
+                {"Error": {"Code": code, "Message": f"{code} for this test"},
+                 "ResponseMetadata": {"HTTPStatusCode": status}})
+    return handler
+
+
+@pytest.mark.parametrize(("code", "error"), [
+    ("InsufficientInstanceCapacity", CapacityError), ("Unsupported", CapacityError),
+    ("VcpuLimitExceeded", QuotaError), ("MaxSpotInstanceCountExceeded", QuotaError),
+    ("UnauthorizedOperation", CredentialsError),
+])
+def test_errors_are_translated_with_the_pool(aws: None, code: str, error: type[Exception]) -> None:
+    d = make_driver()
+    d.launcher("us-east-1").meta.events.register("before-call.ec2.RunInstances", _error(code, 400))
+    with pytest.raises(error) as err:
+        d.launch(req("x", Market.SPOT))
+    if isinstance(err.value, CapacityError):
+        assert err.value.pool == ("aws", "use1-az1", "p4d.24xlarge", "spot")
+
+
+def test_throttling_is_retried_then_succeeds_once(aws: None) -> None:
+    d = make_driver(max_attempts=4)
+    calls = {"n": 0}
+    throttle = _error("RequestLimitExceeded", 503)
+
+    def throttle_twice(**kw: Any) -> Any:
+        calls["n"] += 1
+        return throttle(**kw) if calls["n"] <= 2 else None     # None: on to moto
+
+    d.launcher("us-east-1").meta.events.register("before-call.ec2.RunInstances", throttle_twice)
+    d.launch(req("r1"))
+    assert calls["n"] == 3
+    assert len(d.describe("fleet-a")) == 1
+
+
+def test_throttling_forever_is_a_transient_error(aws: None) -> None:
+    d = make_driver(max_attempts=3)
+    d.launcher("us-east-1").meta.events.register("before-call.ec2.RunInstances", _error("RequestLimitExceeded", 503))
+    with pytest.raises(TransientError):
+        d.launch(req("r2"))
+    assert d.describe("fleet-a") == []
+
+
+def test_a_failed_call_that_started_the_instance_is_not_repeated(aws: None) -> None:
+    # The request reaches EC2 (moto starts the instance) but the client sees a 503, as after a
+    # timeout: the retry must find the instance by its token instead of starting another.
+    d = make_driver(max_attempts=4)
+    seen = {"n": 0}
+
+    def time_out_after_the_fact(**_: Any) -> None:
+        seen["n"] += 1
+        if seen["n"] == 1:
+            raise ReadTimeoutError(endpoint_url="https://ec2.us-east-1.amazonaws.com")
+
+    d.launcher("us-east-1").meta.events.register("after-call.ec2.RunInstances", time_out_after_the_fact)
+    d.launch(req("dup"))
+    assert seen["n"] == 1
+    assert len(d.describe("fleet-a")) == 1
+
+
+def test_no_image_is_a_clear_error(aws: None) -> None:
+    from gpuprov.errors import ProvisioningError
+
+    with pytest.raises(ProvisioningError, match="no AWS image"):
+        AwsDriver(["us-east-1"]).launch(req("x"))
+
+
+class TestAwsContract(DriverContract):
+    request_cloud, request_region, request_zone = Cloud.AWS, "us-east-1", "use1-az1"
+    request_instance_type = "p4d.24xlarge"
+    unknown_instance_id = "us-east-1/i-0123456789abcdef0"
+
+    @pytest.fixture
+    def driver(self, aws: None) -> Iterator[Driver]:
+        yield make_driver()
