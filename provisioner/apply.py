@@ -7,7 +7,7 @@ next: the cloud's tags say what exists, and the tokens make every launch idempot
 
 Pools are (cloud, region, zone, instance type, market, workload): instances in one pool
 are interchangeable. The k-th instance a plan wants in a pool has the token
-``launch_token(plan, pool, k)``; instances of the pool from older plans count too, and are
+``launch_token(plan, pool, k, owner)``; instances of the pool from older plans count too, and are
 kept in preference to launching.
 """
 
@@ -87,17 +87,32 @@ def wanted(doc: Mapping[str, Any], slot: int) -> dict[Pool, Want]:
     return out
 
 
-def diff(doc: Mapping[str, Any], slot: int, actual: Sequence[InstanceHandle], owner: str) -> Diff:
+def unit_prices(docs: Sequence[Mapping[str, Any]]) -> dict[Pool, Decimal]:
+    """Per-instance prices by pool, as the plans that launched them priced them."""
+    out: dict[Pool, Decimal] = {}
+    for d in docs:
+        for a in d["allocations"]:
+            pool: Pool = (a["cloud"], a["region"], a["zone"] or "", a["instance_type"], a["market"], a["workload"])
+            out[pool] = Decimal(str(a["unit_hourly_usd"]))
+    return out
+
+
+def diff(doc: Mapping[str, Any], slot: int, actual: Sequence[InstanceHandle], owner: str,
+         known_prices: Mapping[Pool, Decimal] | None = None) -> Diff:
+    """``known_prices`` prices the running instances of pools this plan does not name (from the
+    plans that launched them), so the budget guard sees what they cost while they still run."""
     plan_id = doc["plan_id"]
     want = wanted(doc, slot)
-    result = Diff(plan_id=plan_id, slot=slot, prices={p: w.unit_hourly_usd for p, w in want.items()})
+    prices = dict(known_prices or {})
+    prices.update({p: w.unit_hourly_usd for p, w in want.items()})
+    result = Diff(plan_id=plan_id, slot=slot, prices=prices)
     have: dict[Pool, list[InstanceHandle]] = defaultdict(list)
     for h in actual:
         have[h.pool].append(h)
     for pool in sorted(set(want) | set(have)):
         w = want.get(pool)
         count = w.count if w else 0
-        tokens = [launch_token(plan_id, pool, k) for k in range(count)]
+        tokens = [launch_token(plan_id, pool, k, owner) for k in range(count)]
         rank = {t: k for k, t in enumerate(tokens)}
         # keep this plan's own instances first (lowest index first), then the oldest others
         mine = sorted(have.get(pool, []), key=lambda h: (h.token not in rank, rank.get(h.token, 0),

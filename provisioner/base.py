@@ -87,8 +87,10 @@ class Driver(Protocol):
     def terminate(self, instance_ids: Sequence[str]) -> None: ...
 
 
-def launch_token(plan_id: str, pool: Sequence[str], index: int) -> str:
-    """The idempotency token of the index-th instance of a pool under a plan: 24 hex chars,
-    valid as an EC2 ClientToken, a GCE label value and an Azure tag (and in a VM name)."""
-    blob = "\x1f".join([plan_id, *pool, str(index)]).encode()
+def launch_token(plan_id: str, pool: Sequence[str], index: int, owner: str = "") -> str:
+    """The idempotency token of the index-th instance of a pool under a plan, for one fleet
+    (two fleets applying one plan must not share tokens: EC2 honours a ClientToken across
+    the account). 24 hex chars: valid as an EC2 ClientToken, a GCE label value, an Azure tag
+    and in a VM name."""
+    blob = "\x1f".join([owner, plan_id, *pool, str(index)]).encode()
     return hashlib.sha256(blob).hexdigest()[:24]

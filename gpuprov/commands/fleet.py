@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
             actual = [h for d in drivers.values() for h in d.describe(who)]
             state.settle(who, {h.token for h in actual}, common.now())
             state.mirror(who, actual, common.now())
-            d = engine.diff(doc, at, actual, who)
+            d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
             if not yes:
                 _report(fmt, doc, at, d, dry=True, console=out_console)
                 return
@@ -276,6 +276,19 @@ def register(app: typer.Typer) -> None:
         remaining = [h for drv in drivers.values() for h in drv.describe(who)]
         state.mirror(who, remaining, common.now())
         out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
+
+
+def _plans_of(handles: Sequence[Any]) -> list[dict[str, Any]]:
+    """The saved plans the running instances came from (those still known)."""
+    from gpuprov.store.plans import PlanStore
+
+    store, out = PlanStore(), []
+    for pid in sorted({h.plan_id for h in handles if h.plan_id}):
+        try:
+            out.append(store.get(pid))
+        except UsageError:
+            continue
+    return out
 
 
 def _replan(doc: dict[str, Any], state: Any, tried: list[str]) -> dict[str, Any]:

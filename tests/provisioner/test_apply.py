@@ -1,0 +1,211 @@
+"""apply: the diff, idempotency, guards, capacity failover, status and destroy (fake clouds)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuprov.cli import app
+from gpuprov.commands import drivers as driver_factory
+from gpuprov.errors import GuardError
+from gpuprov.models import Cloud, Market
+from gpuprov.store.state import StateStore
+from provisioner.apply import diff, execute, unit_prices, wanted
+from provisioner.base import InstanceHandle, launch_token
+from provisioner.drivers.fake import FakeDriver
+
+runner = CliRunner()
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+
+
+def doc(counts: dict[tuple[str, str, str], list[int]], plan_id: str = "plan-a") -> dict[str, Any]:
+    allocs = []
+    for (zone, market, workload), by_slot in counts.items():
+        allocs.append({"cloud": "aws", "region": "us-east-1", "zone": zone, "instance_type": "p4d.24xlarge",
+                       "market": market, "workload": workload, "gpus_per_instance": 8, "unit_hourly_usd": 10.0,
+                       "instances": max(by_slot), "instances_by_slot": by_slot})
+    return {"plan_id": plan_id, "allocations": allocs, "workloads": {"training": {"gang": False}},
+            "horizon_hours": len(next(iter(counts.values())))}
+
+
+def run_once(d: dict[str, Any], slot: int, drv: FakeDriver, state: StateStore, *, before: Any = None,
+             **kw: Any) -> Any:
+    plan_diff = diff(d, slot, drv.describe("fleet"), "fleet", unit_prices([before]) if before else None)
+    execute(plan_diff, {Cloud.AWS: drv}, state, "fleet", lambda: NOW, **kw)
+    return plan_diff
+
+
+def test_apply_twice_launches_once(_isolated_db: str) -> None:
+    drv, state = FakeDriver(Cloud.AWS), StateStore(_isolated_db)
+    plan = doc({("use1-az1", "spot", "training"): [3, 1], ("use1-az2", "on_demand", "training"): [2, 2]})
+    first = run_once(plan, 0, drv, state)
+    assert len(first.launch) == 5
+    second = run_once(plan, 0, drv, state)
+    assert second.empty and len(second.keep) == 5
+    tokens = sorted(h.token for h in drv.describe("fleet"))
+    pool = ("aws", "us-east-1", "use1-az1", "p4d.24xlarge", "spot", "training")
+    assert {launch_token("plan-a", pool, k, "fleet") for k in range(3)} <= set(tokens)
+    assert all(e.state == "done" for e in state.journal("fleet"))
+
+
+def test_next_slot_scales_down_and_a_new_plan_keeps_what_it_can(_isolated_db: str) -> None:
+    drv, state = FakeDriver(Cloud.AWS), StateStore(_isolated_db)
+    plan = doc({("use1-az1", "spot", "training"): [3, 1]})
+    run_once(plan, 0, drv, state)
+    down = run_once(plan, 1, drv, state)
+    assert (len(down.terminate), len(down.keep)) == (2, 1)
+    kept_token = drv.describe("fleet")[0].token
+    assert kept_token == launch_token("plan-a", ("aws", "us-east-1", "use1-az1", "p4d.24xlarge", "spot",
+                                                 "training"), 0, "fleet")
+    newer = doc({("use1-az1", "spot", "training"): [2], ("use1-az3", "on_demand", "training"): [1]}, "plan-b")
+    step = run_once(newer, 0, drv, state)
+    assert len(step.keep) == 1 and len(step.launch) == 2 and not step.terminate   # the old instance stays
+    assert len(drv.describe("fleet")) == 3
+
+
+def test_instances_of_unplanned_pools_are_terminated(_isolated_db: str) -> None:
+    drv, state = FakeDriver(Cloud.AWS), StateStore(_isolated_db)
+    run_once(doc({("use1-az1", "spot", "training"): [2]}), 0, drv, state)
+    step = run_once(doc({("use1-az2", "spot", "training"): [2]}, "plan-b"), 0, drv, state)
+    assert len(step.terminate) == 2 and len(step.launch) == 2
+    assert {h.zone for h in drv.describe("fleet")} == {"use1-az2"}
+
+
+def test_circuit_breaker_and_budget(_isolated_db: str) -> None:
+    drv, state = FakeDriver(Cloud.AWS), StateStore(_isolated_db)
+    plan = doc({("use1-az1", "spot", "training"): [4]})
+    with pytest.raises(GuardError, match="circuit breaker"):
+        run_once(plan, 0, drv, state, max_launch=3)
+    with pytest.raises(GuardError, match="over the"):
+        run_once(plan, 0, drv, state, budget_per_hour=Decimal(39))
+    assert drv.describe("fleet") == []
+    run_once(plan, 0, drv, state, budget_per_hour=Decimal(40))
+    assert len(drv.describe("fleet")) == 4
+
+
+def test_budget_makes_a_swap_break_before_make(_isolated_db: str) -> None:
+    drv, state = FakeDriver(Cloud.AWS), StateStore(_isolated_db)
+    a, b = doc({("use1-az1", "spot", "training"): [2]}), doc({("use1-az2", "spot", "training"): [2]}, "plan-b")
+    run_once(a, 0, drv, state)
+    drv.calls.clear()
+    run_once(b, 0, drv, state, budget_per_hour=Decimal(20), before=a)
+    order = [c for c in drv.calls if c != "describe"]
+    assert order[0] == "terminate" and order.count("launch") == 2     # 40/h both ways would break the budget
+    drv.calls.clear()
+    run_once(doc({("use1-az3", "spot", "training"): [2]}, "plan-c"), 0, drv, state, before=b)
+    order = [c for c in drv.calls if c != "describe"]
+    assert order == ["launch", "launch", "terminate"]                  # no budget: make before break
+
+
+def test_reservations_are_wanted_in_every_slot() -> None:
+    plan = doc({("use1-az1", "reserved_1y", "reserved"): [2, 2], ("use1-az1", "spot", "training"): [1, 0]})
+    assert {p[4]: w.count for p, w in wanted(plan, 1).items()} == {"reserved_1y": 2, "spot": 0}
+
+
+# -- through the CLI, with fake clouds --------------------------------------------------------------
+@pytest.fixture
+def fake_clouds(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[dict[Cloud, FakeDriver]]:
+    clouds: dict[Cloud, FakeDriver] = {}
+
+    def make(wanted_clouds: Any, regions: Any, zones: Any, cfg: Any) -> dict[Cloud, FakeDriver]:
+        for c in wanted_clouds:
+            clouds.setdefault(c, FakeDriver(c))
+        return {c: clouds[c] for c in wanted_clouds}
+
+    monkeypatch.setattr(driver_factory, "make", make)
+    monkeypatch.setenv("GPUPROV_CONFIG", str(tmp_path / "none.yaml"))
+    yield clouds
+
+
+def saved_plan(*args: str) -> dict[str, Any]:
+    r = runner.invoke(app, ["plan", *args, "--save", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+def test_cli_apply_is_a_dry_run_without_yes_and_refuses_stale_prices(fake_clouds: dict[Cloud, FakeDriver]) -> None:
+    plan = saved_plan("--gpus", "32", "--type", "a100", "--clouds", "aws")
+    r = runner.invoke(app, ["apply", plan["plan_id"]])
+    assert r.exit_code == 0 and "would launch" in r.stdout and "--allow-stale" in r.stderr
+    assert all(d.describe("default") == [] for d in fake_clouds.values())
+    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes"])
+    assert r.exit_code == 4 and r.stderr.startswith("error: plan") and "days old" in r.stderr
+
+
+def test_cli_apply_status_destroy(fake_clouds: dict[Cloud, FakeDriver]) -> None:
+    plan = saved_plan("--gpus", "32", "--type", "a100", "--clouds", "aws")
+    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    first = json.loads(r.stdout)
+    want = sum(a["instances"] for a in plan["allocations"])
+    assert first["launch"] == want and len(fake_clouds[Cloud.AWS].describe("default")) == want
+    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale", "-o", "json"])
+    assert json.loads(r.stdout)["launch"] == 0
+    r = runner.invoke(app, ["status", "-o", "json"])
+    status = json.loads(r.stdout)
+    assert status["instances"] == want
+    assert status["hourly_usd"] == pytest.approx(plan["hourly_cost_usd"])
+    assert all(g["planned"] == g["instances"] for g in status["groups"])
+    r = runner.invoke(app, ["destroy"])
+    assert r.exit_code == 0 and f"would terminate {want}" in r.stdout
+    r = runner.invoke(app, ["destroy", "--yes"])
+    assert r.exit_code == 0 and fake_clouds[Cloud.AWS].describe("default") == []
+    r = runner.invoke(app, ["destroy", "--yes"])
+    assert r.exit_code == 0 and "terminated 0" in r.stdout
+
+
+def test_cli_capacity_failover_moves_to_another_pool(fake_clouds: dict[Cloud, FakeDriver]) -> None:
+    plan = saved_plan("--gpus", "16", "--type", "a100-80gb", "--node-gpus", "8", "--markets", "on_demand")
+    first = plan["allocations"][0]
+    refused = (first["zone"] or first["region"], first["instance_type"], first["market"])
+    cloud = Cloud(first["cloud"])
+    fake_clouds[cloud] = FakeDriver(cloud, capacity={refused: 0})
+    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    assert "planning again without that pool" in r.stderr
+    live = [h for d in fake_clouds.values() for h in d.describe("default")]
+    assert sum(8 for _ in live) >= 16
+    assert all((h.zone or h.region, h.instance_type, h.market.value) != refused for h in live)
+    state = StateStore()
+    assert (cloud.value, *refused) in state.unavailable(datetime.now(UTC))
+    r = runner.invoke(app, ["plans", "-o", "json"])
+    assert len(json.loads(r.stdout)) == 2                                      # the re-solved plan is saved
+
+
+def test_cli_failover_that_runs_out_of_pools_says_what_it_tried(fake_clouds: dict[Cloud, FakeDriver],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = saved_plan("--gpus", "8", "--type", "a100-80gb", "--node-gpus", "8", "--markets", "on_demand",
+                      "--clouds", "azure", "--region", "eastus*")
+    fake_clouds[Cloud.AZURE] = FakeDriver(Cloud.AZURE, capacity={
+        (o["region"], o["instance_type"], "on_demand"): 0 for o in _azure_8gpu_offers()})
+    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale"])
+    assert r.exit_code == 4
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: no plan fits the capacity left; tried: azure/eastus")
+    assert "azure/eastus2/" in errors[0]
+    assert [h for d in fake_clouds.values() for h in d.describe("default")] == []
+
+
+def _azure_8gpu_offers() -> list[dict[str, Any]]:
+    r = runner.invoke(app, ["prices", "--type", "a100-80gb", "--cloud", "azure", "--market", "on_demand",
+                            "-o", "json"])
+    return [o for o in json.loads(r.stdout)["offers"] if o["gpus_per_instance"] == 8]
+
+
+def test_handles_have_pools() -> None:
+    h = InstanceHandle(cloud=Cloud.AWS, instance_id="i", region="r", zone=None, instance_type="t",
+                       market=Market.SPOT, state="running", owner="o", plan_id="p", token="k", workload="w")
+    assert h.pool == ("aws", "r", "", "t", "spot", "w")
+
+
+def test_two_fleets_applying_one_plan_get_different_tokens(_isolated_db: str) -> None:
+    plan = doc({("use1-az1", "spot", "training"): [1]})
+    a = diff(plan, 0, [], "fleet-a").launch[0].token
+    b = diff(plan, 0, [], "fleet-b").launch[0].token
+    assert a != b
