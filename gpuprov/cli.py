@@ -70,9 +70,11 @@ from gpuprov.commands import fleet as _fleet  # noqa: E402
 from gpuprov.commands import plan as _plan  # noqa: E402
 from gpuprov.commands import policy as _policy  # noqa: E402
 from gpuprov.commands import prices as _prices  # noqa: E402
+from gpuprov.commands import pricing as _pricing  # noqa: E402
+from gpuprov.commands import rebalance as _rebalance  # noqa: E402
 from gpuprov.commands import terraform as _terraform  # noqa: E402
 
-for _module in (_prices, _plan, _policy, _terraform, _fleet):
+for _module in (_prices, _pricing, _plan, _policy, _terraform, _fleet, _rebalance):
     _module.register(app)
 
 

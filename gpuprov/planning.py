@@ -127,10 +127,10 @@ def request_from_spec(spec: dict[str, Any], offers: Sequence[Offer],
 
 
 def plan_id(spec: dict[str, Any], snapshots: Sequence[SnapshotInfo], context: dict[str, Any],
-            unavailable: Collection[Pool4] = ()) -> str:
+            unavailable: Collection[Pool4] = (), extra: dict[str, Any] | None = None) -> str:
     """A content id: the same request on the same snapshots gives the same id."""
     payload = {"spec": spec, "context": context, "snapshots": sorted(s.id for s in snapshots),
-               "unavailable": sorted(list(p) for p in unavailable)}
+               "unavailable": sorted(list(p) for p in unavailable), "extra": extra or {}}
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -178,11 +178,26 @@ def document(pid: str, solved: Solved, snapshots: Sequence[SnapshotInfo], gpus: 
 
 
 def replan(doc: dict[str, Any], offers: Sequence[Offer], snapshots: Sequence[SnapshotInfo],
-           unavailable: Collection[Pool4], created: datetime) -> dict[str, Any]:
-    """Solve a plan's request again, on these offers and without these pools."""
+           unavailable: Collection[Pool4], created: datetime,
+           rebalance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Solve a plan's request again, on these offers and without these pools.
+
+    ``rebalance`` (from the rebalancer) holds ``slot``, ``incumbent`` {pool5: n},
+    ``migration_hours`` {workload: h} and ``reserved`` {pool4: n}: see PlanRequest."""
+    from dataclasses import replace
+
     spec = doc["request"]
     context: dict[str, Any] = {k: doc[k] for k in ("policy", "timezone", "slot_origin", "windows", "workloads",
-                                   "max_price_age_hours") if k in doc}
-    solved = run(request_from_spec(spec, offers, unavailable))
-    pid = plan_id(spec, snapshots, context, unavailable)
+                                                   "max_price_age_hours") if k in doc}
+    request = request_from_spec(spec, offers, unavailable)
+    extra: dict[str, Any] = {}
+    if rebalance is not None:
+        request = replace(request, current_slot=rebalance["slot"], incumbent=rebalance["incumbent"],
+                          migration_hours=rebalance["migration_hours"], reserved_fixed=rebalance["reserved"])
+        extra = {"slot": rebalance["slot"],
+                 "incumbent": sorted([list(k), v] for k, v in rebalance["incumbent"].items()),
+                 "reserved": sorted([list(k), v] for k, v in rebalance["reserved"].items()),
+                 "migration_hours": {k: str(v) for k, v in rebalance["migration_hours"].items()}}
+    solved = run(request)
+    pid = plan_id(spec, snapshots, context, unavailable, extra)
     return document(pid, solved, snapshots, doc["gpus"], spec, context, created, unavailable)

@@ -60,8 +60,9 @@ def snapshot_dict(s: SnapshotInfo) -> dict[str, Any]:
             "fetched_at": s.fetched_at.isoformat(), "rows": s.row_count, "current": s.current}
 
 
-def prices_json(offers: Sequence[Offer], snapshots: Sequence[SnapshotInfo], out: IO[str]) -> None:
-    json.dump({"snapshots": [snapshot_dict(s) for s in snapshots],
+def prices_json(offers: Sequence[Offer], snapshots: Sequence[SnapshotInfo], out: IO[str],
+                discounts: dict[str, float] | None = None) -> None:
+    json.dump({"snapshots": [snapshot_dict(s) for s in snapshots], "discounts": discounts or {},
                "offers": [offer_dict(o) for o in offers]}, out, indent=2)
     out.write("\n")
 

@@ -155,23 +155,27 @@ def check_guards(d: Diff, budget_per_hour: Decimal | None, max_launch: int) -> b
 def execute(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
             clock: Callable[[], datetime], budget_per_hour: Decimal | None = None, max_launch: int = 100,
             fault: Callable[[str, int], None] | None = None,
-            progress: Callable[[str, Any], None] | None = None) -> Outcome:
+            progress: Callable[[str, Any], None] | None = None,
+            before_call: Callable[[], None] | None = None) -> Outcome:
     """Make the calls of a diff: launch, then terminate (make before break) unless the budget
     needs the old instances gone first. CapacityError and friends propagate after their
-    journal row is closed, with everything done so far kept."""
+    journal row is closed, with everything done so far kept. ``before_call`` runs before
+    every cloud call (the rebalancer checks its lease there; raising stops the run)."""
     break_first = check_guards(d, budget_per_hour, max_launch)
     out = Outcome()
     steps = [_terminate_all, _launch_all] if break_first else [_launch_all, _terminate_all]
     for step in steps:
-        step(d, drivers, journal, owner, clock, out, fault, progress)
+        step(d, drivers, journal, owner, clock, out, fault, progress, before_call)
     return out
 
 
 def _launch_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
                 clock: Callable[[], datetime], out: Outcome, fault: Callable[[str, int], None] | None,
-                progress: Callable[[str, Any], None] | None) -> None:
+                progress: Callable[[str, Any], None] | None, before_call: Callable[[], None] | None) -> None:
     for req in d.launch:
         driver = _driver(drivers, req.cloud)
+        if before_call:
+            before_call()
         if fault:
             fault("before-launch", len(out.launched) + 1)
         entry = journal.begin(owner, d.plan_id, "launch", req.token, pool_of(req), clock())
@@ -190,7 +194,7 @@ def _launch_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owne
 
 def _terminate_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
                    clock: Callable[[], datetime], out: Outcome, fault: Callable[[str, int], None] | None,
-                   progress: Callable[[str, Any], None] | None) -> None:
+                   progress: Callable[[str, Any], None] | None, before_call: Callable[[], None] | None) -> None:
     by_cloud: dict[Cloud, list[InstanceHandle]] = defaultdict(list)
     for h in d.terminate:
         by_cloud[h.cloud].append(h)
@@ -198,6 +202,8 @@ def _terminate_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, o
         driver = _driver(drivers, cloud)
         for start in range(0, len(handles), 200):
             batch = handles[start:start + 200]
+            if before_call:
+                before_call()
             entries = [journal.begin(owner, d.plan_id, "terminate", h.token, h.pool, clock(), h.instance_id)
                        for h in batch]
             try:

@@ -85,13 +85,35 @@ def open_catalog() -> tuple[Any, list[SnapshotInfo]]:
 
     catalog = Catalog()
     current = catalog.snapshots(current_only=True)
-    if not current:
+    have = {s.cloud for s in current}
+    if len(have) < len(Cloud):
         from pricing.snapshot import load_bundled
 
         for snap in load_bundled():
-            catalog.add_snapshot(snap.source, snap.cloud, snap.as_of, snap.offers, note=snap.note)
+            if snap.cloud not in have:     # a cloud never refreshed nor imported starts from the bundle
+                catalog.add_snapshot(snap.source, snap.cloud, snap.as_of, snap.offers, note=snap.note)
         current = catalog.snapshots(current_only=True)
     return catalog, current
+
+
+def discounts() -> Any:
+    """Negotiated discount factors from the config file (applied when offers are read)."""
+    from gpuprov import config
+    from pricing.discounts import load_discounts
+
+    cfg = config.load()
+    return load_discounts({"discounts": {k: str(v) for k, v in cfg.discounts.items()}} if cfg.discounts else None)
+
+
+def read_offers(catalog: Any, names: Sequence[str], clouds: list[Cloud] | None = None,
+                markets: list[Market] | None = None) -> list[Offer]:
+    offers: list[Offer] = catalog.offers(names, clouds, markets)
+    found = discounts()
+    if found:
+        from pricing.discounts import apply_discounts
+
+        offers = apply_discounts(offers, found)
+    return offers
 
 
 def select_offers(catalog: Any, gpu_type: str, clouds: list[Cloud] | None, markets: list[Market] | None,
@@ -99,7 +121,7 @@ def select_offers(catalog: Any, gpu_type: str, clouds: list[Cloud] | None, marke
     from pricing.gpus import resolve
 
     names = resolve(gpu_type)
-    offers: list[Offer] = catalog.offers(names, clouds, markets)
+    offers = read_offers(catalog, names, clouds, markets)
     globs = split(region_globs)
     if globs:
         offers = [o for o in offers if any(fnmatch.fnmatchcase(o.region, g) for g in globs)]

@@ -295,7 +295,7 @@ def _replan(doc: dict[str, Any], state: Any, tried: list[str]) -> dict[str, Any]
     from gpuprov import planning
 
     catalog, snapshots = common.open_catalog()
-    offers = catalog.offers(doc["request"]["gpu_names"])
+    offers = common.read_offers(catalog, doc["request"]["gpu_names"])
     unavailable = set(state.unavailable(common.now()))
     try:
         return planning.replan(doc, offers, snapshots, unavailable, common.now())

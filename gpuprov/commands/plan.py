@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
             context = planning.policy_context(pol)
             max_age, total = pol.max_price_age_hours, pol.gpus
         catalog, snapshots = common.open_catalog()
-        offers = catalog.offers(names)
+        offers = common.read_offers(catalog, names)
         request = planning.request_from_spec(spec, offers)
         when = common.now()
         common.warn_if_stale(snapshots, max_age, when)

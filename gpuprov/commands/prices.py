@@ -25,10 +25,11 @@ def register(app: typer.Typer) -> None:
         catalog, snapshots = common.open_catalog()
         names, offers = common.select_offers(catalog, gpu_type, clouds, markets, region)
         offers.sort(key=lambda o: (o.usd_per_gpu_hour, o.hourly_usd, o.key))
-        from gpuprov import render
+        from gpuprov import config, render
 
+        factors = {k: float(v) for k, v in config.load().discounts.items()}
         if fmt == "json":
-            render.prices_json(offers, snapshots, sys.stdout)
+            render.prices_json(offers, snapshots, sys.stdout, factors)
             return
         if fmt == "csv":
             render.prices_csv(offers, sys.stdout)
@@ -39,6 +40,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"no offers for {', '.join(names)} with these filters")
             return
         title = f"{len(offers)} offers for {', '.join(names)}, cheapest first"
+        if factors:
+            title += " (negotiated discounts: " + ", ".join(f"{k} ×{v:g}" for k, v in sorted(factors.items())) + ")"
         if limit > 0 and len(offers) > limit:
             title += f" (first {limit}; --limit 0 for all)"
             offers = offers[:limit]

@@ -22,7 +22,8 @@ Constraints
     gang           Σ_k b[w,k] = 1;  x[o,w,t] ≤ M_{o,w}·b[w,l(o)],  r[o,w,t] ≤ M_{o,w}·b[w,l(o)]
                    with M_{o,w} = ⌈max_t D[w,t] / g_o⌉: all of w, every slot, in one location
     spread (k_w≥2) Σ_{o∈E(w), l(o)=k} g_o·(x[o,w,t] + r[o,w,t]) ≤ C[w,t]    ∀ k, t
-                   with C[w,t] = ⌈⌈D[w,t]/k_w⌉ / n_w⌉·n_w (n_w = 1 when unset), and, in the slots
+                   with C[w,t] = ⌈⌈D[w,t]/k_w⌉ / n_w⌉·n_w (n_w: the smallest usable instance when
+                   unset), and, in the slots
                    where the caps alone do not force k_w locations (C·(k_w−1) ≥ D):
                    Σ_{o at k} (x[o,w,t] + r[o,w,t]) ≥ u[w,k,t],  Σ_k u[w,k,t] ≥ k_w
     offer cap      Σ_w x[o,w,t] ≤ u_o (o∈F);  y[o] ≤ u_o (o∈R)             ∀ t
@@ -30,9 +31,14 @@ Constraints
     budget         Σ_{o∈F} p_o·Σ_w x[o,w,t] + Σ_{o∈R} p_o·y[o] ≤ B        ∀ t
 
 Objective
-    min Σ_t Σ_{o∈F} Σ_w p_o·(1 + h_{o,w})·x[o,w,t] + |T|·Σ_{o∈R} p_o·y[o]
+    min Σ_t Σ_{o∈F} Σ_w p_o·(1 + h_{o,w})·x[o,w,t] + |T|·Σ_{o∈R} p_o·y[o] + Σ_{o,w} m_w·p_o·n[o,w]
     where h_{o,w} = interruptions per hour (of o's cloud) × hours of w's work lost per
     interruption for spot offers — the expected interruption overhead — and 0 otherwise.
+
+Rebalancing adds, for the current slot t0, n[o,w] ≥ x[o,w,t0] − c[o,w], n ≥ 0: instances
+launched beyond the c[o,w] that run now, each paying m_w hours of its price once (boot time,
+plus lost work for training); and fixes y to the reservations held. Slots with t0's demand
+share its allocation, so the plan it yields is a steady state, not a one-hour detour.
 
 Exact reductions before the model is built (``reduce.py``): regional reservations are
 copied into each zone offering their instance type (so a gang can count them as in its
@@ -74,6 +80,13 @@ class PlanRequest:
     time_limit_s: float = 60.0
     solver: str = "cbc"
     unavailable: frozenset[tuple[str, str, str, str]] = frozenset()   # (cloud, location, type, market)
+    # Rebalancing: what runs now, per (cloud, location, type, market, workload); launching beyond it in
+    # the current slot costs migration_hours[w] × the new instance's price (boot time, and lost work
+    # for training). Reservations held are fixed (a rebalancer buys no commitment).
+    current_slot: int | None = None
+    incumbent: Mapping[tuple[str, str, str, str, str], int] = field(default_factory=dict)
+    migration_hours: Mapping[str, Decimal] = field(default_factory=dict)
+    reserved_fixed: Mapping[tuple[str, str, str, str], int] | None = None
 
     @property
     def slots(self) -> int:
@@ -84,7 +97,9 @@ class PlanRequest:
 
     @property
     def capped(self) -> bool:
-        return bool(self.offer_caps or self.region_caps or self.budget_per_hour is not None)
+        """Whether anything beyond price decides between offers (the pruning bounds then do not hold)."""
+        return bool(self.offer_caps or self.region_caps or self.budget_per_hour is not None
+                    or self.current_slot is not None or self.reserved_fixed is not None)
 
 
 def eligible(offer: Offer, workload: Workload) -> bool:
@@ -107,9 +122,10 @@ def effective_price(offer: Offer, workload: Workload, request: PlanRequest) -> D
     return offer.hourly_usd * (1 + overhead(offer, workload, request))
 
 
-def spread_cap(demand: int, workload: Workload) -> int:
-    """C[w,t]: the most GPUs one location may carry for a spread workload."""
-    node = workload.node_gpus or 1
+def spread_cap(demand: int, workload: Workload, smallest: int = 1) -> int:
+    """C[w,t]: the most GPUs one location may carry for a spread workload; a whole node is the
+    workload's node size, or (when it has none) the smallest instance it may use."""
+    node = workload.node_gpus or smallest
     return math.ceil(math.ceil(demand / workload.spread_zones) / node) * node
 
 
@@ -126,6 +142,7 @@ class Profile:
 
 
 def profiles(request: PlanRequest) -> list[Profile]:
+    """Slots grouped by demand vector (equal slots share one allocation)."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for t in range(request.slots):
         key = tuple(int(request.demand[w.name][t]) for w in request.workloads)

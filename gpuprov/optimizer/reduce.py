@@ -165,7 +165,10 @@ def prepare(request: PlanRequest) -> Prepared:
     usable = [o for o in expand_reserved(request.offers, frozenset(request.offer_caps))
               if any(eligible(o, w) for w in request.workloads)
               and (o.cloud.value, o.location, o.instance_type, o.market.value) not in request.unavailable]
-    undominated = drop_dominated(usable, set(request.offer_caps))
+    running = {k[:4] for k in request.incumbent}
+    keep = set(request.offer_caps) | {o.key for o in usable
+                                      if (o.cloud.value, o.location, o.instance_type, o.market.value) in running}
+    undominated = drop_dominated(usable, keep)
     kept, notes = prune(undominated, request)
     return Prepared(offers=kept, dropped=len(usable) - len(undominated),
                     pruned=len(undominated) - len(kept), notes=tuple(notes))

@@ -124,7 +124,8 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
             if spot[w.name, p]:
                 m.add(spot[w.name, p], le, float(w.max_spot_fraction) * d, f"spot_{w.name}_{p}")
             if w.spread_zones >= 2:
-                _spread(m, w.name, p, d, spread_cap(d, w), w.spread_zones, at_place, count_at_place)
+                smallest = min((o.gpus_per_instance for o in offers if eligible(o, w)), default=1)
+                _spread(m, w.name, p, d, spread_cap(d, w, smallest), w.spread_zones, at_place, count_at_place)
 
     for w in W:
         if w.gang:
@@ -137,8 +138,35 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
     for (i, wn, p), var in m.x.items():
         objective.append((var, float(effective_price(m.flex[i], wl[wn], request)) * P[p].weight))
     objective += [(m.y[j], float(o.hourly_usd) * request.slots) for j, o in enumerate(m.resv)]
+    objective += _migration(m, request)
+    if request.reserved_fixed is not None:
+        for j, o in enumerate(m.resv):
+            held = request.reserved_fixed.get((o.cloud.value, o.location, o.instance_type, o.market.value), 0)
+            m.y[j].lowBound, m.y[j].upBound = held, held
     m.prob.setObjective(pulp.LpAffineExpression(objective))
     return m
+
+
+def _migration(m: Model, request: PlanRequest) -> Terms:
+    """n[o,w] ≥ x[o,w,t0] − c[o,w]: launches beyond what runs now pay m_w hours of their price."""
+    import pulp
+
+    if request.current_slot is None:
+        return []
+    p0 = next(p for p, prof in enumerate(m.profiles) if request.current_slot in prof.slots)
+    terms: Terms = []
+    for (i, wn, p), var in m.x.items():
+        if p != p0:
+            continue
+        o = m.flex[i]
+        hours = float(request.migration_hours.get(wn, Decimal(0)))
+        if hours <= 0:
+            continue
+        have = request.incumbent.get((o.cloud.value, o.location, o.instance_type, o.market.value, wn), 0)
+        n = m.prob.add_variable(f"n_{i}_{wn}", 0, None)
+        m.add([(n, 1), (var, -1)], pulp.LpConstraintGE, -have, f"mig_{i}_{wn}")
+        terms.append((n, float(o.hourly_usd) * hours))
+    return terms
 
 
 def _spread(m: Model, wn: str, p: int, demand: int, cap: int, k: int,

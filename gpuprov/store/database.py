@@ -20,8 +20,8 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "3"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
-UPGRADABLE = ("1", "2")    # versions whose upgrade is "create the tables added since"
+SCHEMA_VERSION = "4"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
+UPGRADABLE = ("1", "2", "3")    # versions whose upgrade is "create the tables added since"
 
 
 def parse_time(value: Any) -> datetime:
@@ -122,15 +122,20 @@ class Database:
 
         from gpuprov.store import tables
 
-        try:
-            SQLModel.metadata.create_all(self.engine())
-            with Session(self.engine()) as session:
-                row = session.get(tables.MetaRow, "schema_version")
-                if row is None:
-                    session.add(tables.MetaRow(key="schema_version", value=SCHEMA_VERSION))
-                elif upgrade_from is not None and row.value == upgrade_from:
-                    row.value = SCHEMA_VERSION
-                session.commit()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot create the catalog schema at {self.url}: {exc}") from exc
+        for attempt in range(3):
+            try:
+                SQLModel.metadata.create_all(self.engine())
+                with Session(self.engine()) as session:
+                    row = session.get(tables.MetaRow, "schema_version")
+                    if row is None:
+                        session.add(tables.MetaRow(key="schema_version", value=SCHEMA_VERSION))
+                    elif upgrade_from is not None and row.value == upgrade_from:
+                        row.value = SCHEMA_VERSION
+                    session.commit()
+                return
+            except SQLAlchemyError as exc:
+                # another process may be creating the same schema right now: look again
+                if attempt < 2 and self._schema_version() in (SCHEMA_VERSION, None):
+                    continue
+                raise StoreError(f"cannot create the catalog schema at {self.url}: {exc}") from exc
 

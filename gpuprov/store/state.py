@@ -151,3 +151,65 @@ class StateStore(Database):
 
 def ttl(minutes: float) -> timedelta:
     return timedelta(minutes=minutes)
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    owner: str
+    started_at: datetime
+    finished_at: datetime
+    holder: str
+    fencing_token: int
+    snapshots: tuple[int, ...]
+    decision: str
+    reason: str
+    plan_before: str | None = None
+    plan_after: str | None = None
+    launched: int = 0
+    terminated: int = 0
+    hourly_before_usd: str = "0"
+    hourly_after_usd: str = "0"
+    expected_saving_usd: str = "0"
+
+
+class FleetStore(Database):
+    """Which plan each fleet follows, and the record of every rebalancing pass."""
+
+    def active_plan(self, owner: str) -> tuple[str, datetime] | None:
+        self.ensure_schema()
+        rows = self._rows("SELECT plan_id, adopted_at FROM gpuprov_fleet WHERE owner = :o", {"o": owner})
+        return (rows[0][0], parse_time(rows[0][1])) if rows else None
+
+    def adopt(self, owner: str, plan_id: str, when: datetime) -> None:
+        self.ensure_schema()
+        from sqlmodel import Session
+
+        from gpuprov.store.tables import FleetRow
+
+        with Session(self.engine()) as session:
+            row = session.get(FleetRow, owner)
+            if row is None:
+                row = FleetRow(owner=owner, plan_id=plan_id, adopted_at=when)
+            else:
+                row.plan_id, row.adopted_at = plan_id, when
+            session.add(row)
+            session.commit()
+
+    def record(self, rec: PassRecord) -> None:
+        self.ensure_schema()
+        from sqlmodel import Session
+
+        from gpuprov.store.tables import PassRow
+
+        with Session(self.engine()) as session:
+            session.add(PassRow(**{**rec.__dict__, "snapshots": json.dumps(list(rec.snapshots))}))
+            session.commit()
+
+    def history(self, owner: str, limit: int = 50) -> list[PassRecord]:
+        self.ensure_schema()
+        cols = ("owner, started_at, finished_at, holder, fencing_token, snapshots, decision, reason, plan_before, "
+                "plan_after, launched, terminated, hourly_before_usd, hourly_after_usd, expected_saving_usd")
+        rows = self._rows(f"SELECT {cols} FROM gpuprov_pass WHERE owner = :o ORDER BY id DESC LIMIT {int(limit)}",
+                          {"o": owner})
+        return [PassRecord(r[0], parse_time(r[1]), parse_time(r[2]), r[3], int(r[4]), tuple(json.loads(r[5])),
+                           r[6], r[7], r[8], r[9], int(r[10]), int(r[11]), r[12], r[13], r[14]) for r in rows]

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class MetaRow(SQLModel, table=True):
@@ -108,3 +108,45 @@ class InstanceRow(SQLModel, table=True):
     workload: str
     state: str
     seen_at: datetime
+
+
+class LeaseRow(SQLModel, table=True):
+    """One actor at a time: who holds a fleet's lease, until when, and a fencing token that
+    grows each time the lease changes hands."""
+
+    __tablename__ = "gpuprov_lease"
+    name: str = Field(primary_key=True)
+    holder: str
+    expires_at: datetime
+    token: int = 0
+
+
+class FleetRow(SQLModel, table=True):
+    """The plan a fleet follows now (the rebalancer adopts new ones)."""
+
+    __tablename__ = "gpuprov_fleet"
+    owner: str = Field(primary_key=True)
+    plan_id: str
+    adopted_at: datetime
+
+
+class PassRow(SQLModel, table=True):
+    """One rebalancing pass, whatever it decided."""
+
+    __tablename__ = "gpuprov_pass"
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(index=True)
+    started_at: datetime
+    finished_at: datetime
+    holder: str
+    fencing_token: int
+    snapshots: str             # JSON list of snapshot ids
+    decision: str              # adopt | keep | skipped | failed
+    reason: str
+    plan_before: str | None = None
+    plan_after: str | None = None
+    launched: int = 0
+    terminated: int = 0
+    hourly_before_usd: str = "0"
+    hourly_after_usd: str = "0"
+    expected_saving_usd: str = "0"

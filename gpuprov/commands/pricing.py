@@ -1,0 +1,168 @@
+"""``gpuprov pricing refresh | import | export | snapshots``."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpuprov.commands import common
+from gpuprov.errors import ConfigError, UsageError
+
+pricing_app = typer.Typer(help="The price catalog: refresh from the clouds, import, export, snapshots.",
+                          no_args_is_help=True)
+
+
+@pricing_app.command("refresh")
+def refresh_cmd(
+    cloud: list[str] = typer.Option(None, "--cloud", help="aws, gcp, azure or all (default all)"),
+    gpu_type: list[str] = typer.Option(None, "--type", help="only these GPU types (others carry over)"),
+    workers: int = typer.Option(16, "--workers", help="requests in flight at once"),
+    timeout: float = typer.Option(600.0, "--timeout", help="seconds a source may take"),
+) -> None:
+    """Fetch on-demand, spot and reserved prices from the clouds' APIs into a new snapshot per cloud."""
+    if workers < 1 or timeout <= 0:
+        raise UsageError("--workers must be at least 1 and --timeout positive")
+    clouds = common.parse_clouds(cloud)
+    names: set[str] = set()
+    from pricing.gpus import resolve
+
+    for t in common.split(gpu_type):
+        names |= set(resolve(t))
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pricing.refresh import default_sources, refresh
+
+    catalog, _ = common.open_catalog()
+    sources = default_sources(clouds)
+    out = common.console()
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=False) as bar:
+        tasks = {s.cloud: bar.add_task(f"{s.cloud.value}: {s.name}", total=None) for s in sources}
+
+        def on_event(e: Any) -> None:
+            bar.update(tasks[e.cloud], completed=e.done, total=max(e.total, e.done) or None,
+                       description=f"{e.cloud.value}: {e.note or e.state}"[:28])
+
+        result = refresh(sources, catalog, names or None, max_workers=workers, timeout=timeout, progress=on_event)
+    for o in result.outcomes:
+        if o.ok and o.snapshot is not None:
+            skipped = ", ".join(f"{k}: {v}" for k, v in sorted(o.skipped.items())) or "none"
+            out.print(f"{o.cloud.value}: snapshot {o.snapshot.id}, {o.stored} offers "
+                      f"({o.carried_over} carried over), skipped {skipped}; {o.requests} requests in {o.seconds:.1f} s")
+        else:
+            out.print(f"{o.cloud.value}: failed, previous snapshot stays current")
+    result.raise_for_failures()
+
+
+@pricing_app.command("import")
+def import_cmd(
+    file: str = typer.Argument(..., help="a price file"),
+    fmt: str = typer.Option(..., "--format", help="skypilot (a SkyPilot v8 vms.csv) or gpuprov"),
+    cloud: str = typer.Option(None, "--cloud", help="the cloud a SkyPilot file is for (checked against its columns)"),
+) -> None:
+    """Load a price file as a new snapshot (per cloud); a malformed file stores nothing."""
+    from pricing import skypilot
+    from pricing.gpuprov_csv import read_offers
+    from pricing.validate import check_offers
+
+    path = Path(file)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {file}: {exc}") from None
+    wanted = None if cloud is None else common.parse_clouds([cloud])
+    if fmt == "skypilot":
+        report = skypilot.ParseReport()
+        found, offers = skypilot.parse(lines, path.name, report, wanted[0] if wanted else None)
+        by_cloud = {found: offers}
+        skipped = dict(report.skipped)
+    elif fmt == "gpuprov":
+        by_cloud = {}
+        for o in read_offers(lines, path.name):
+            by_cloud.setdefault(o.cloud, []).append(o)
+        if wanted:
+            by_cloud = {c: v for c, v in by_cloud.items() if c in wanted}
+        skipped = {}
+    else:
+        raise UsageError(f"unknown format {fmt!r}", "choose skypilot or gpuprov")
+    if not any(by_cloud.values()):
+        raise ConfigError(f"{file}: no offers to import")
+    checked = {}
+    for c, offers in by_cloud.items():
+        good, bad = check_offers(offers)
+        checked[c] = good
+        for reason, n in bad.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    catalog, _ = common.open_catalog()
+    when = datetime.now(UTC)
+    out = common.console()
+    for c in sorted(checked):
+        snap = catalog.add_snapshot(f"import:{path.name}", c, when, checked[c], note=f"imported from {path}")
+        out.print(f"{c.value}: snapshot {snap.id} with {snap.row_count} offers from {path.name}")
+    if skipped:
+        out.print("skipped: " + ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())))
+
+
+@pricing_app.command("export")
+def export_cmd(
+    fmt: str = typer.Option("gpuprov", "--format", help="gpuprov (the only export format)"),
+    cloud: list[str] = typer.Option(None, "--cloud", help="only these clouds"),
+    out: str = typer.Option(None, "--out", help="write to this file (default: standard output)"),
+) -> None:
+    """Write the current catalog (every cloud's current snapshot) as gpuprov CSV."""
+    if fmt != "gpuprov":
+        raise UsageError(f"unknown export format {fmt!r}", "gpuprov is the one export format")
+    from pricing.gpuprov_csv import write_offers
+    from pricing.gpus import GPUS
+
+    catalog, _ = common.open_catalog()
+    offers = sorted(catalog.offers([g.name for g in GPUS], common.parse_clouds(cloud)), key=lambda o: o.key)
+    if out is None:
+        write_offers(offers, sys.stdout)
+        return
+    import os
+    import tempfile
+
+    target = Path(out)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".csv")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        n = write_offers(offers, fh)
+    os.replace(tmp, target)
+    common.console().print(f"wrote {n} offers to {out}")
+
+
+@pricing_app.command("snapshots")
+def snapshots_cmd(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+    """Every stored snapshot: id, source, cloud, when fetched, rows, current or not."""
+    fmt = common.parse_output(output, ("table", "json"))
+    from gpuprov import render
+
+    catalog, _ = common.open_catalog()
+    snaps = catalog.snapshots()
+    if fmt == "json":
+        import json
+
+        json.dump([render.snapshot_dict(s) for s in snaps], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.table import Table
+
+    now = common.now()
+    table = Table(title=f"{len(snaps)} price snapshots", title_justify="left")
+    for col in ("id", "cloud", "source", "fetched (UTC)", "age", "rows", "current"):
+        table.add_column(col)
+    for s in snaps:
+        table.add_row(str(s.id), s.cloud.value, s.source, f"{s.fetched_at:%Y-%m-%d %H:%M}", render.age(s, now),
+                      str(s.row_count), "yes" if s.current else "")
+    common.console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(pricing_app, name="pricing")
+
+
+

@@ -1,0 +1,255 @@
+"""``gpuprov rebalance``: one pass (--once), a service (--every 15m), its manifests (--emit), history."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import sys
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import typer
+
+from gpuprov.commands import common
+from gpuprov.commands import drivers as driver_factory
+from gpuprov.errors import GpuprovError, UsageError
+
+rebalance_app = typer.Typer(help="Re-price, re-plan and migrate a running fleet when it pays.",
+                            invoke_without_command=True, no_args_is_help=False)
+
+CRONJOB = """apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: gpuprov-rebalance-{owner}
+spec:
+  schedule: "{cron}"
+  concurrencyPolicy: Forbid          # the database lease also keeps a second run from acting
+  startingDeadlineSeconds: 300
+  jobTemplate:
+    spec:
+      backoffLimit: 0
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+            - name: rebalance
+              image: {image}
+              args: ["rebalance", "--once", "--yes", "--owner", "{owner}"{plan_arg}]
+              env:
+                - name: GPUPROV_DATABASE_URL
+                  valueFrom: {{secretKeyRef: {{name: gpuprov, key: database-url}}}}
+"""
+
+SYSTEMD = """# /etc/systemd/system/gpuprov-rebalance-{owner}.service
+[Unit]
+Description=gpuprov rebalancing pass for fleet {owner}
+After=network-online.target
+
+[Service]
+Type=oneshot
+ExecStart={exe} rebalance --once --yes --owner {owner}{plan_arg}
+EnvironmentFile=-/etc/gpuprov/env
+
+# /etc/systemd/system/gpuprov-rebalance-{owner}.timer
+[Unit]
+Description=Run the gpuprov rebalancing pass for fleet {owner} every {every}
+
+[Timer]
+OnBootSec=2min
+OnUnitActiveSec={every_s}s
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+"""
+
+
+def parse_every(text: str) -> timedelta:
+    m = re.fullmatch(r"\s*(\d+)\s*([smh])\s*", text)
+    if not m or int(m.group(1)) == 0:
+        raise UsageError(f"--every takes a duration like 15m, 1h or 90s, got {text!r}")
+    n, unit = int(m.group(1)), m.group(2)
+    return timedelta(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
+
+
+def _cron(every: timedelta) -> str:
+    minutes = int(every.total_seconds() // 60)
+    if minutes < 1 or (minutes < 60 and 60 % minutes) or (minutes >= 60 and (minutes % 60 or 24 % (minutes // 60))):
+        raise UsageError("a CronJob needs --every that divides an hour or a day (e.g. 5m, 15m, 1h, 6h)")
+    return f"*/{minutes} * * * *" if minutes < 60 else f"0 */{minutes // 60} * * *"
+
+
+def _world(owner: str, plan: str | None, cfg: Any) -> Any:
+    from gpuprov.rebalance import World
+    from gpuprov.store.lease import Leases
+    from gpuprov.store.plans import PlanStore
+    from gpuprov.store.state import FleetStore, StateStore
+
+    plans, state, fleets = PlanStore(), StateStore(), FleetStore()
+    docs = []
+    active = fleets.active_plan(owner)
+    for pid in filter(None, [plan, active[0] if active else None]):
+        docs.append(plans.get(pid))
+    if not docs:
+        raise UsageError(f"fleet {owner} follows no plan yet", hint="start it with gpuprov rebalance --once --plan ID")
+    mirrored, _ = state.mirrored(owner)
+    from gpuprov.commands.fleet import scope
+
+    clouds, regions, zones = scope(docs, mirrored)
+    drivers = driver_factory.make(clouds, regions, zones, cfg)
+
+    def offers(names: Any) -> Any:
+        catalog, _snaps = common.open_catalog()
+        return common.read_offers(catalog, names)
+
+    def snapshots() -> Any:
+        return common.open_catalog()[1]
+
+    return World(drivers=drivers, offers=offers, snapshots=snapshots, refresh=_refresher(clouds), plans=plans,
+                 state=state, fleets=fleets, leases=Leases(), unavailable=lambda now: set(state.unavailable(now)))
+
+
+def _refresher(clouds: Any) -> Any:
+    """A live refresh of the fleet's clouds; a failure is reported and the pass goes on with
+    the prices it has (the refresh keeps the previous snapshot current)."""
+
+    def run() -> None:
+        from pricing.refresh import default_sources, refresh
+
+        catalog, _ = common.open_catalog()
+        try:
+            refresh(default_sources(clouds), catalog).raise_for_failures()
+        except GpuprovError as exc:
+            common.warn(f"price refresh failed, planning on the prices we have: {exc.message}")
+    return run
+
+
+def _settings(owner: str, cfg: Any, dry: bool, share: str, min_saving: str, min_fraction: str,
+              hysteresis: str, lead: str) -> Any:
+    from gpuprov.rebalance import Settings
+
+    return Settings(owner=owner, holder=f"{socket.gethostname()}:{os.getpid()}",
+                    disruption_share=common.parse_fraction(share, "--disruption-share"),
+                    min_saving_usd=common.parse_decimal(min_saving, "--min-saving", Decimal(0)),
+                    min_saving_fraction=common.parse_fraction(min_fraction, "--min-saving-fraction"),
+                    hysteresis=parse_every(hysteresis), lead=parse_every(lead) if lead != "0" else timedelta(0),
+                    budget_per_hour=cfg.limits.budget_per_hour, max_launch=cfg.limits.max_launch_per_run,
+                    dry_run=dry)
+
+
+def _show(rec: Any, fmt: str) -> None:
+    doc = {k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
+           for k, v in rec.__dict__.items()}
+    if fmt == "json":
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    common.console().print(f"{rec.started_at:%Y-%m-%d %H:%M} {rec.decision}: {rec.reason}; launched {rec.launched}, "
+                           f"terminated {rec.terminated}; ${Decimal(rec.hourly_before_usd):,.2f}/h -> "
+                           f"${Decimal(rec.hourly_after_usd):,.2f}/h")
+
+
+@rebalance_app.callback()
+def rebalance(
+    ctx: typer.Context,
+    once: bool = typer.Option(False, "--once", help="one pass, then exit (cron, a Kubernetes CronJob)"),
+    every: str = typer.Option(None, "--every", help="run as a service: a pass every 15m, 1h, …"),
+    emit: str = typer.Option(None, "--emit", help="print a manifest that runs it: cronjob or systemd"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="act; without it, decide and report only"),
+    owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+    plan: str = typer.Option(None, "--plan", help="the plan a fleet starts from (first pass only)"),
+    share: str = typer.Option("0.25", "--disruption-share", help="most of a workload replaced per pass"),
+    min_saving: str = typer.Option("5", "--min-saving", help="USD over the horizon a change must save"),
+    min_fraction: str = typer.Option("0.02", "--min-saving-fraction", help="and this share of its cost"),
+    hysteresis: str = typer.Option("2h", "--hysteresis", help="no new plan sooner than this after the last"),
+    lead: str = typer.Option("15m", "--lead", help="follow schedule turns this far ahead"),
+    image: str = typer.Option("ghcr.io/example/gpuprov:latest", "--image", help="container image for --emit cronjob"),
+    output: str = typer.Option("table", "--output", "-o", help="table or json"),
+) -> None:
+    """One rebalancing pass, or a service that runs one every interval."""
+    if ctx.invoked_subcommand is not None:
+        return
+    fmt = common.parse_output(output, ("table", "json"))
+    from gpuprov import config
+
+    cfg = config.load()
+    who = owner or cfg.owner
+    modes = sum(bool(x) for x in (once, every, emit))
+    if modes != 1:
+        raise UsageError("choose one of --once, --every DURATION or --emit cronjob|systemd")
+    if emit is not None:
+        interval = parse_every(every) if every else timedelta(minutes=15)
+        plan_arg = f', "--plan", "{plan}"' if plan else ""
+        if emit == "cronjob":
+            typer.echo(CRONJOB.format(owner=who, cron=_cron(interval), image=image, plan_arg=plan_arg), nl=False)
+        elif emit == "systemd":
+            exe = (os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0].endswith("gpuprov")
+                   else "/usr/local/bin/gpuprov")
+            typer.echo(SYSTEMD.format(owner=who, exe=exe, plan_arg=f" --plan {plan}" if plan else "",
+                                      every=interval, every_s=int(interval.total_seconds())), nl=False)
+        else:
+            raise UsageError(f"unknown --emit {emit!r}", "choose cronjob or systemd")
+        return
+    settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
+    from gpuprov.rebalance import SystemClock, run_pass
+
+    clock = SystemClock()
+    world = _world(who, plan, cfg)
+    if once:
+        _show(run_pass(world, settings, clock, initial_plan=plan), fmt)
+        return
+    interval = parse_every(every)
+    stop = {"now": False}
+
+    def on_term(_sig: int, _frame: Any) -> None:
+        stop["now"] = True                  # the pass in flight finishes; no new one starts
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    while not stop["now"]:
+        started = clock.now()
+        try:
+            _show(run_pass(world, settings, clock, initial_plan=plan), fmt)
+        except GpuprovError as exc:
+            common.warn(f"pass failed: {exc.message}")
+        wait = interval - (clock.now() - started)
+        deadline = clock.now() + wait
+        while not stop["now"] and clock.now() < deadline:
+            clock.sleep(min(1.0, max(0.0, (deadline - clock.now()).total_seconds())))
+    common.console().print("stopped: SIGTERM received, the last pass finished")
+
+
+@rebalance_app.command("history")
+def history(owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+            limit: int = typer.Option(20, "--limit", help="how many passes, newest first"),
+            output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+    """What each rebalancing pass saw, decided and did."""
+    fmt = common.parse_output(output, ("table", "json"))
+    from gpuprov import config
+    from gpuprov.store.state import FleetStore
+
+    who = owner or config.load().owner
+    passes = FleetStore().history(who, limit)
+    if fmt == "json":
+        json.dump([{k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
+                    for k, v in p.__dict__.items()} for p in passes], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"rebalancing passes of fleet {who}, newest first", title_justify="left")
+    for col in ("started (UTC)", "decision", "why", "plan", "launched", "ended", "$/h before", "$/h after"):
+        table.add_column(col)
+    for p in passes:
+        table.add_row(f"{p.started_at:%Y-%m-%d %H:%M}", p.decision, p.reason, p.plan_after or "—",
+                      str(p.launched), str(p.terminated), f"${Decimal(p.hourly_before_usd):,.2f}",
+                      f"${Decimal(p.hourly_after_usd):,.2f}")
+    common.console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(rebalance_app, name="rebalance")

@@ -1,0 +1,266 @@
+"""The scheduled rebalancing job: re-price, re-plan, and migrate a running fleet when it pays.
+
+One pass (``run_pass``):
+
+1. take the fleet's lease (one actor at a time; a lost lease stops the pass before its
+   next cloud call);
+2. refresh prices when they are older than the plan allows;
+3. describe the fleet; the slot is the plan's slot at ``now + lead`` (so a schedule turn is
+   followed a little ahead);
+4. solve the plan's request again with the running fleet as an option: keeping an instance
+   costs its price, launching beyond what runs costs boot hours (plus lost work for
+   training) at the new price; reservations held stay fixed;
+5. adopt the new plan only if it saves, over the plan's horizon, more than both an absolute
+   and a relative threshold, and the last adoption is older than the hysteresis window;
+6. apply the followed plan's slot (scaling for the schedule and replacing interrupted spot
+   instances is following the plan, not migrating), make before break, with at most a set
+   share of each workload's running instances replaced in one pass;
+7. record the pass: snapshots, decision and why, actions, hourly cost before and after,
+   the expected saving.
+
+Everything it talks to comes in through ``World``; time through ``Clock``, so tests drive it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+from gpuprov import planning
+from gpuprov.errors import GpuprovError, StateError
+from gpuprov.models import Cloud, Offer, SnapshotInfo
+from gpuprov.store.lease import Leases
+from gpuprov.store.plans import PlanStore
+from gpuprov.store.state import FleetStore, PassRecord, StateStore
+from provisioner import apply as engine
+from provisioner.base import Driver, InstanceHandle
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float) -> None:
+        import time
+
+        time.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class Settings:
+    owner: str
+    holder: str
+    lease_ttl: timedelta = timedelta(minutes=10)
+    min_saving_usd: Decimal = Decimal(5)             # over the plan's horizon
+    min_saving_fraction: Decimal = Decimal("0.02")
+    hysteresis: timedelta = timedelta(hours=2)       # no new plan sooner than this after the last
+    disruption_share: Decimal = Decimal("0.25")      # of a workload's running instances, per pass
+    boot_hours: Decimal = Decimal("0.25")
+    training_lost_hours: Decimal = Decimal("0.5")
+    lead: timedelta = timedelta(minutes=15)
+    budget_per_hour: Decimal | None = None
+    max_launch: int = 100
+    dry_run: bool = False                            # decide and report; change nothing
+
+
+@dataclass
+class World:
+    drivers: Mapping[Cloud, Driver]
+    offers: Callable[[Sequence[str]], list[Offer]]
+    snapshots: Callable[[], list[SnapshotInfo]]
+    refresh: Callable[[], None] | None
+    plans: PlanStore
+    state: StateStore
+    fleets: FleetStore
+    leases: Leases
+    unavailable: Callable[[datetime], set[tuple[str, str, str, str]]] = field(default=lambda _now: set())
+
+
+def slot_of(doc: Mapping[str, Any], when: datetime) -> int:
+    from zoneinfo import ZoneInfo
+
+    local = when.astimezone(ZoneInfo(doc.get("timezone") or "UTC"))
+    if doc.get("slot_origin") == "week":
+        return local.weekday() * 24 + local.hour
+    if doc.get("slot_origin") == "day":
+        return local.hour
+    return 0
+
+
+def reprice(doc: Mapping[str, Any], offers: Sequence[Offer]) -> Decimal:
+    """What following this plan costs over its horizon at today's prices (old price where an
+    offer has gone)."""
+    by_zone = {(o.cloud.value, o.location, o.instance_type, o.market.value): o.hourly_usd for o in offers}
+    by_region = {(o.cloud.value, o.region, o.instance_type, o.market.value): o.hourly_usd for o in offers}
+    total = Decimal(0)
+    for a in doc["allocations"]:
+        key = (a["cloud"], a["zone"] or a["region"], a["instance_type"], a["market"])
+        price = by_zone.get(key) or by_region.get((a["cloud"], a["region"], a["instance_type"], a["market"]))
+        unit = price if price is not None else Decimal(str(a["unit_hourly_usd"]))
+        total += unit * sum(a["instances_by_slot"])
+    return total
+
+
+def migration_hours(settings: Settings, workloads: Sequence[str]) -> dict[str, Decimal]:
+    return {w: settings.boot_hours + (settings.training_lost_hours if w == "training" else Decimal(0))
+            for w in workloads}
+
+
+def launch_cost(d: engine.Diff, hours: Mapping[str, Decimal]) -> Decimal:
+    return sum((d.prices.get(engine.pool_of(r), Decimal(0)) * hours.get(r.workload, Decimal(0)) for r in d.launch),
+               Decimal(0))
+
+
+def limit_disruption(d: engine.Diff, actual: Sequence[InstanceHandle], share: Decimal,
+                     gangs: Collection[str] = ()) -> engine.Diff:
+    """At most ⌈share × running⌉ (at least one) of each workload's running instances replaced in
+    one pass. A replacement is a launch matched with a termination in the same workload; a net
+    scale-up or scale-down is the plan's schedule and is not limited. Deferred replacements
+    keep the old instance running (and its cost) until a later pass.
+
+    A gang (training that must sit in one zone) moves whole or not at all: half a gang in each
+    of two zones is no training cluster. Its moves are rate-limited by the hysteresis window."""
+    running: dict[str, int] = defaultdict(int)
+    for h in actual:
+        running[h.workload] += 1
+    launch = defaultdict(list)
+    for r in d.launch:
+        launch[r.workload].append(r)
+    terminate = defaultdict(list)
+    for h in sorted(d.terminate, key=lambda h: -d.prices.get(h.pool, Decimal(0))):   # dearest first
+        terminate[h.workload].append(h)
+    out = engine.Diff(plan_id=d.plan_id, slot=d.slot, keep=list(d.keep), prices=dict(d.prices))
+    for w in sorted(set(launch) | set(terminate)):
+        allowed = running[w] if w in gangs else max(1, math.ceil(share * running[w]))
+        swaps = min(len(launch[w]), len(terminate[w]))
+        cut = max(0, swaps - allowed)
+        out.launch += launch[w][:len(launch[w]) - cut]
+        out.terminate += terminate[w][:len(terminate[w]) - cut]
+        out.keep += terminate[w][len(terminate[w]) - cut:]
+    return out
+
+
+def replaced(d: engine.Diff) -> dict[str, int]:
+    """Instances each workload has replaced by this diff (what the disruption budget limits)."""
+    launches: dict[str, int] = defaultdict(int)
+    ends: dict[str, int] = defaultdict(int)
+    for r in d.launch:
+        launches[r.workload] += 1
+    for h in d.terminate:
+        ends[h.workload] += 1
+    return {w: min(launches[w], ends[w]) for w in set(launches) | set(ends)}
+
+
+def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str | None = None) -> PassRecord:
+    started = clock.now()
+    name = f"fleet:{settings.owner}"
+    token = world.leases.acquire(name, settings.holder, settings.lease_ttl, started)
+    if token is None:
+        rec = PassRecord(settings.owner, started, clock.now(), settings.holder, -1, (), "skipped",
+                         "another rebalancer holds this fleet's lease")
+        world.fleets.record(rec)
+        return rec
+    try:
+        return _pass(world, settings, clock, token, started, initial_plan)
+    except GpuprovError as exc:
+        rec = PassRecord(settings.owner, started, clock.now(), settings.holder, token, (), "failed", exc.message)
+        world.fleets.record(rec)
+        raise
+    finally:
+        world.leases.release(name, settings.holder, token)
+
+
+def _pass(world: World, settings: Settings, clock: Clock, token: int, started: datetime,
+          initial_plan: str | None) -> PassRecord:
+    name = f"fleet:{settings.owner}"
+
+    def guard() -> None:
+        world.leases.check(name, settings.holder, token, clock.now())
+
+    active = world.fleets.active_plan(settings.owner)
+    if active is None:
+        if initial_plan is None:
+            raise StateError(f"fleet {settings.owner} follows no plan yet",
+                             hint="start it with gpuprov rebalance --plan PLAN_ID")
+        doc = world.plans.get(initial_plan)
+        if not settings.dry_run:
+            world.fleets.adopt(settings.owner, doc["plan_id"], started - settings.hysteresis)
+        active = (doc["plan_id"], started - settings.hysteresis)
+    doc = world.plans.get(active[0])
+    snapshots = world.snapshots()
+    max_age = timedelta(hours=float(doc.get("max_price_age_hours") or 24))
+    if world.refresh is not None and snapshots and min(s.fetched_at for s in snapshots) < started - max_age:
+        guard()
+        world.refresh()
+        snapshots = world.snapshots()
+    guard()
+    actual = [h for d in world.drivers.values() for h in d.describe(settings.owner)]
+    world.state.settle(settings.owner, {h.token for h in actual}, clock.now())
+    slot = slot_of(doc, started + settings.lead)
+    offers = world.offers(doc["request"]["gpu_names"])
+    incumbent: dict[tuple[str, str, str, str, str], int] = defaultdict(int)
+    for h in actual:
+        incumbent[(h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)] += 1
+    reserved = {(r["cloud"], r["zone"] or r["region"], r["instance_type"], r["market"]): r["instances"]
+                for r in doc.get("reserved", [])}
+    hours = migration_hours(settings, [w["name"] for w in doc["request"]["workloads"]])
+    known = engine.unit_prices([doc])
+    keep_diff = engine.diff(doc, slot, actual, settings.owner, known)
+    keep_cost = reprice(doc, offers) + launch_cost(keep_diff, hours)
+    candidate = planning.replan(doc, offers, snapshots, world.unavailable(started), started,
+                                {"slot": slot, "incumbent": dict(incumbent), "migration_hours": hours,
+                                 "reserved": reserved})
+    cand_diff = engine.diff(candidate, slot, actual, settings.owner, known)
+    new_cost = Decimal(str(candidate["total_cost_usd"])) + launch_cost(cand_diff, hours)
+    saving = keep_cost - new_cost
+    held_for = started - active[1]
+    if candidate["plan_id"] == doc["plan_id"]:
+        decision, reason, target, d = "keep", "the plan is unchanged", doc, keep_diff
+    elif saving < settings.min_saving_usd or saving < settings.min_saving_fraction * keep_cost:
+        decision, target, d = "keep", doc, keep_diff
+        reason = (f"a new plan would save ${saving:.2f} over {doc['horizon_hours']} h, under the thresholds "
+                  f"(${settings.min_saving_usd}, {settings.min_saving_fraction:.0%})")
+    elif held_for < settings.hysteresis:
+        decision, target, d = "keep", doc, keep_diff
+        reason = (f"a new plan would save ${saving:.2f}, but the last change is {held_for} old "
+                  f"(hysteresis {settings.hysteresis})")
+    else:
+        decision, target, d = "adopt", candidate, cand_diff
+        reason = f"saves ${saving:.2f} over {doc['horizon_hours']} h ({saving / keep_cost:.1%}), migrations included"
+        if not settings.dry_run:
+            world.plans.save(candidate)
+            world.fleets.adopt(settings.owner, candidate["plan_id"], started)
+    known.update(engine.unit_prices([target]))
+    gangs = {name for name, w in (target.get("workloads") or {}).items() if w.get("gang")}
+    limited = limit_disruption(replace(d, prices={**known, **d.prices}), actual, settings.disruption_share, gangs)
+    before = limited.hourly_before
+    if settings.dry_run:
+        return PassRecord(settings.owner, started, clock.now(), settings.holder, token,
+                          tuple(s.id for s in snapshots), f"dry-run: {decision}", reason, doc["plan_id"],
+                          target["plan_id"], len(limited.launch), len(limited.terminate),
+                          str(before.quantize(Decimal("0.0001"))),
+                          str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
+                          str(saving.quantize(Decimal("0.01"))))
+    engine.execute(limited, world.drivers, world.state, settings.owner, clock.now,
+                   budget_per_hour=settings.budget_per_hour, max_launch=settings.max_launch,
+                   before_call=guard)
+    after = [h for drv in world.drivers.values() for h in drv.describe(settings.owner)]
+    world.state.mirror(settings.owner, after, clock.now())
+    rec = PassRecord(settings.owner, started, clock.now(), settings.holder, token, tuple(s.id for s in snapshots),
+                     decision, reason, doc["plan_id"], target["plan_id"], len(limited.launch), len(limited.terminate),
+                     str(before.quantize(Decimal("0.0001"))),
+                     str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
+                     str(saving.quantize(Decimal("0.01")) if decision == "adopt" else Decimal(0)))
+    world.fleets.record(rec)
+    return rec

@@ -1,0 +1,89 @@
+"""Row validation for live prices: what is skipped, counted by reason, and never stored.
+
+A price is skipped when it is missing, not a finite number, negative or zero, or not in
+US dollars; a spot price is skipped when it is above the on-demand price of the same pool
+(cloud, region, zone, instance type, GPU) by more than ``spot_factor`` (default 1.5). Where
+a spot offer has no on-demand offer in its own zone, the on-demand offer of its region
+(zone None) is the reference, if there is one; with no reference the spot offer is kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
+
+from gpuprov.models import Market, Offer
+
+DEFAULT_SPOT_FACTOR = Decimal("1.5")
+
+MISSING = "missing price"
+NOT_FINITE = "price not a finite number"
+NEGATIVE = "negative price"
+ZERO = "zero price"
+CURRENCY = "currency not USD"
+SPOT_ABOVE_ON_DEMAND = "spot above on-demand"
+
+
+def to_price(raw: object) -> Decimal | None:
+    """A wire value as a Decimal: None when absent, NaN when it is not a number at all.
+
+    Floats are refused by design: parse JSON with ``parse_float=Decimal`` instead.
+    """
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, bool) or isinstance(raw, float):
+        raise TypeError(f"prices must not pass through float or bool: {raw!r}")
+    if isinstance(raw, Decimal):
+        return raw
+    try:
+        return Decimal(str(raw).strip())
+    except InvalidOperation:
+        return Decimal("NaN")
+
+
+def price_problem(price: Decimal | None, currency: str = "USD") -> str | None:
+    """The reason a single price is unusable, or None."""
+    if price is None:
+        return MISSING
+    if not price.is_finite():
+        return NOT_FINITE
+    if price < 0:
+        return NEGATIVE
+    if price == 0:
+        return ZERO
+    if currency != "USD":
+        return CURRENCY
+    return None
+
+
+def _pool(offer: Offer, zone: str | None) -> tuple[str, str, str, str, str, int]:
+    return (offer.cloud.value, offer.region, zone or "", offer.instance_type, offer.gpu,
+            offer.gpus_per_instance)
+
+
+def check_offers(offers: Iterable[Offer],
+                 spot_factor: Decimal = DEFAULT_SPOT_FACTOR) -> tuple[list[Offer], Counter[str]]:
+    """The offers that may be stored, and the others counted by reason (order is kept)."""
+    skipped: Counter[str] = Counter()
+    good: list[Offer] = []
+    for offer in offers:
+        problem = price_problem(offer.hourly_usd, offer.currency)
+        if problem is None:
+            good.append(offer)
+        else:
+            skipped[problem] += 1
+    on_demand: dict[tuple[str, str, str, str, str, int], Decimal] = {}
+    for offer in good:
+        if offer.market is Market.ON_DEMAND:
+            key = _pool(offer, offer.zone)
+            on_demand[key] = min(on_demand.get(key, offer.hourly_usd), offer.hourly_usd)
+    kept: list[Offer] = []
+    for offer in good:
+        if offer.market is Market.SPOT:
+            ref = on_demand.get(_pool(offer, offer.zone), on_demand.get(_pool(offer, None)))
+            if ref is not None and offer.hourly_usd > ref * spot_factor:
+                skipped[SPOT_ABOVE_ON_DEMAND] += 1
+                continue
+        kept.append(offer)
+    return kept, skipped
