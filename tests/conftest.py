@@ -16,3 +16,23 @@ def _isolated_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
     monkeypatch.setenv("GPUPROV_DATABASE_URL", url)
     monkeypatch.delenv("GPUPROV_DEBUG", raising=False)
     yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, _isolated_db: str) -> str:
+    """The test's own SQLite file, and (where CI started one) a clean PostgreSQL database."""
+    if request.param == "sqlite":
+        return _isolated_db
+    import os
+
+    url = os.environ.get("GPUPROV_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("GPUPROV_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as con:
+        con.execute(text("DROP SCHEMA public CASCADE"))
+        con.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    return url

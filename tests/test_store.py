@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -28,16 +28,16 @@ def test_schema_versions_agree() -> None:
     assert database_mod.SCHEMA_VERSION == str(tables.SCHEMA_VERSION)
 
 
-def test_prices_round_trip_exactly(_isolated_db: str) -> None:
-    cat = Catalog(_isolated_db)
+def test_prices_round_trip_exactly(db_url: str) -> None:
+    cat = Catalog(db_url)
     prices = ["32.7726", "0.000001", "12345.678901234", "2.4655"]
     cat.add_snapshot("test", Cloud.AWS, T0, [offer(p, zone=f"z{i}") for i, p in enumerate(prices)])
     got = sorted(str(o.hourly_usd) for o in cat.offers(["A100-40GB"]))
     assert got == sorted(prices)
 
 
-def test_new_snapshot_becomes_current_and_old_one_stays(_isolated_db: str) -> None:
-    cat = Catalog(_isolated_db)
+def test_new_snapshot_becomes_current_and_old_one_stays(db_url: str) -> None:
+    cat = Catalog(db_url)
     first = cat.add_snapshot("one", Cloud.AWS, T0, [offer("30")])
     cat.add_snapshot("gcp", Cloud.GCP, T0, [offer("5", cloud=Cloud.GCP)])
     second = cat.add_snapshot("two", Cloud.AWS, T0, [offer("20"), offer("9", market=Market.SPOT)])
@@ -49,8 +49,8 @@ def test_new_snapshot_becomes_current_and_old_one_stays(_isolated_db: str) -> No
     assert snaps[first.id].fetched_at == T0
 
 
-def test_a_failed_write_leaves_the_current_snapshot_alone(_isolated_db: str) -> None:
-    cat = Catalog(_isolated_db)
+def test_a_failed_write_leaves_the_current_snapshot_alone(db_url: str) -> None:
+    cat = Catalog(db_url)
     cat.add_snapshot("good", Cloud.AWS, T0, [offer("30")])
     bad = offer("31")
     object.__setattr__(bad, "gpus_per_instance", None)   # NOT NULL column: the insert fails mid-way
@@ -58,6 +58,30 @@ def test_a_failed_write_leaves_the_current_snapshot_alone(_isolated_db: str) -> 
         cat.add_snapshot("bad", Cloud.AWS, T0, [offer("1"), bad])
     assert [s.source for s in cat.snapshots()] == ["good"]
     assert [o.hourly_usd for o in cat.offers(["A100-40GB"])] == [Decimal(30)]
+
+
+def test_plans_and_state_on_every_database(db_url: str) -> None:
+    from gpuprov.store.plans import PlanStore
+    from gpuprov.store.state import FleetStore, PassRecord, StateStore
+
+    plans = PlanStore(db_url)
+    doc = {"plan_id": "abc123", "gpu": "H100", "gpus": 8, "hourly_cost_usd": 12.5, "policy": None}
+    plans.save(doc)
+    plans.save(doc)
+    assert plans.get("abc") == doc and [p.id for p in plans.list()] == ["abc123"]
+    state = StateStore(db_url)
+    entry = state.begin("fleet", "abc123", "launch", "tok", ["aws", "r", "z", "t", "spot", "w"], T0)
+    assert [e.state for e in state.journal("fleet", pending_only=True)] == ["pending"]
+    assert state.settle("fleet", set(), T0) == 1 and state.journal("fleet")[0].error
+    assert entry == state.journal("fleet")[0].id
+    state.mark_unavailable(("aws", "z", "t", "spot"), T0 + timedelta(minutes=3), "no capacity")
+    assert state.unavailable(T0) == {("aws", "z", "t", "spot"): "no capacity"}
+    assert state.unavailable(T0 + timedelta(minutes=4)) == {}
+    fleets = FleetStore(db_url)
+    fleets.adopt("fleet", "abc123", T0)
+    assert fleets.active_plan("fleet") == ("abc123", T0)
+    fleets.record(PassRecord("fleet", T0, T0, "me", 3, (1, 2), "keep", "cheap enough"))
+    assert [(p.decision, p.snapshots) for p in fleets.history("fleet")] == [("keep", (1, 2))]
 
 
 def test_sqlite_fast_reader_and_sqlalchemy_reader_agree(_isolated_db: str) -> None:

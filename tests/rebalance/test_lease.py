@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -14,23 +13,11 @@ from gpuprov.errors import StateError
 from gpuprov.store.lease import Leases
 
 T = datetime(2026, 6, 1, tzinfo=UTC)
-PG = os.environ.get("GPUPROV_TEST_POSTGRES_URL")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, _isolated_db: str) -> str:
-    if request.param == "sqlite":
-        return _isolated_db
-    if not PG:
-        pytest.skip("GPUPROV_TEST_POSTGRES_URL is not set (.ci/run starts a PostgreSQL server and sets it)")
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(PG)
-    with engine.begin() as con:     # a clean schema per test
-        con.execute(text("DROP SCHEMA public CASCADE"))
-        con.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
-    return PG
+@pytest.fixture
+def url(db_url: str) -> str:
+    return db_url
 
 
 def test_lease_is_exclusive_and_expires(url: str) -> None:
