@@ -178,7 +178,7 @@ def rebalance(
 
     cfg = config.load()
     who = owner or cfg.owner
-    modes = sum(bool(x) for x in (once, every, emit))
+    modes = sum(bool(x) for x in (once, every and not emit, emit))   # --every also sets --emit's interval
     if modes != 1:
         raise UsageError("choose one of --once, --every DURATION or --emit cronjob|systemd")
     if emit is not None:
@@ -195,6 +195,7 @@ def rebalance(
             raise UsageError(f"unknown --emit {emit!r}", "choose cronjob or systemd")
         return
     settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
+    interval = parse_every(every) if every else timedelta(0)
     from gpuprov.rebalance import SystemClock, run_pass
 
     clock = SystemClock()
@@ -202,7 +203,6 @@ def rebalance(
     if once:
         _show(run_pass(world, settings, clock, initial_plan=plan), fmt)
         return
-    interval = parse_every(every)
     stop = {"now": False}
 
     def on_term(_sig: int, _frame: Any) -> None:
