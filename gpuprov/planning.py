@@ -46,6 +46,18 @@ def run(request: PlanRequest) -> Solved:
     return Solved(request, plan, base)
 
 
+def slot_at(doc: dict[str, Any] | Any, when: datetime) -> int:
+    """The slot of a plan document an aware UTC instant falls in (local time of the plan)."""
+    from zoneinfo import ZoneInfo
+
+    local = when.astimezone(ZoneInfo(doc.get("timezone") or "UTC"))
+    if doc.get("slot_origin") == "week":
+        return local.weekday() * 24 + local.hour
+    if doc.get("slot_origin") == "day":
+        return local.hour
+    return 0
+
+
 def _workload_spec(w: Workload) -> dict[str, Any]:
     return {"name": w.name, "max_spot_fraction": str(w.max_spot_fraction), "node_gpus": w.node_gpus,
             "gang": w.gang, "spread_zones": w.spread_zones,

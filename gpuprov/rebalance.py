@@ -87,17 +87,6 @@ class World:
     unavailable: Callable[[datetime], set[tuple[str, str, str, str]]] = field(default=lambda _now: set())
 
 
-def slot_of(doc: Mapping[str, Any], when: datetime) -> int:
-    from zoneinfo import ZoneInfo
-
-    local = when.astimezone(ZoneInfo(doc.get("timezone") or "UTC"))
-    if doc.get("slot_origin") == "week":
-        return local.weekday() * 24 + local.hour
-    if doc.get("slot_origin") == "day":
-        return local.hour
-    return 0
-
-
 def reprice(doc: Mapping[str, Any], offers: Sequence[Offer]) -> Decimal:
     """What following this plan costs over its horizon at today's prices (old price where an
     offer has gone)."""
@@ -207,7 +196,7 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
     guard()
     actual = [h for d in world.drivers.values() for h in d.describe(settings.owner)]
     world.state.settle(settings.owner, {h.token for h in actual}, clock.now())
-    slot = slot_of(doc, started + settings.lead)
+    slot = planning.slot_at(doc, started + settings.lead)
     offers = world.offers(doc["request"]["gpu_names"])
     incumbent: dict[tuple[str, str, str, str, str], int] = defaultdict(int)
     for h in actual:

@@ -136,7 +136,9 @@ def _pair(od: Decimal | None, spot: Decimal | None, report: ParseReport) -> list
     return out
 
 
-def parse_aws(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
+def _per_row(rows: Iterable[_Row], origin: str, report: ParseReport, cloud: Cloud,
+             zone_column: str | None) -> Iterator[Offer]:
+    """AWS and Azure rows: one instance type with its GPUs, priced per zone (AWS) or region (Azure)."""
     for row in rows:
         gpu = _gpu(row, report)
         if gpu is None:
@@ -147,31 +149,20 @@ def parse_aws(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         for market, price in _pair(od, spot, report):
             report.offers += 1
             yield Offer(
-                cloud=Cloud.AWS, region=row.get("Region"), zone=row.get("AvailabilityZone") or None,
+                cloud=cloud, region=row.get("Region"), zone=(row.get(zone_column) or None) if zone_column else None,
                 instance_type=row.get("InstanceType"), gpu=name, gpus_per_instance=count,
                 gpu_memory_gib=gpus.memory_gib(name), vcpus=int(row.number("vCPUs", origin)),
                 memory_gib=row.quantity("MemoryGiB", origin), market=market,
                 hourly_usd=price,
             )
+
+
+def parse_aws(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
+    return _per_row(rows, origin, report, Cloud.AWS, "AvailabilityZone")
 
 
 def parse_azure(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
-    for row in rows:
-        gpu = _gpu(row, report)
-        if gpu is None:
-            continue
-        name, count = gpu
-        od = row.money("Price", origin)
-        spot = row.money("SpotPrice", origin)
-        for market, price in _pair(od, spot, report):
-            report.offers += 1
-            yield Offer(
-                cloud=Cloud.AZURE, region=row.get("Region"), zone=None,
-                instance_type=row.get("InstanceType"), gpu=name, gpus_per_instance=count,
-                gpu_memory_gib=gpus.memory_gib(name), vcpus=int(row.number("vCPUs", origin)),
-                memory_gib=row.quantity("MemoryGiB", origin), market=market,
-                hourly_usd=price,
-            )
+    return _per_row(rows, origin, report, Cloud.AZURE, None)
 
 
 # GCP machine families with GPUs built in: (pattern, accelerator spelling, GPU count or None

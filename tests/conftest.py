@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,3 +37,21 @@ def db_url(request: pytest.FixtureRequest, _isolated_db: str) -> str:
         con.execute(text("CREATE SCHEMA public"))
     engine.dispose()
     return url
+
+
+@pytest.fixture
+def fake_clouds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[Any, Any]]:
+    """In-memory clouds for CLI tests: the driver factory hands out one FakeDriver per cloud."""
+    from gpuprov.commands import drivers as driver_factory
+    from provisioner.drivers.fake import FakeDriver
+
+    made: dict[Any, Any] = {}
+
+    def make(wanted: Any, regions: Any, zones: Any, cfg: Any) -> dict[Any, Any]:
+        for c in wanted:
+            made.setdefault(c, FakeDriver(c))
+        return {c: made[c] for c in wanted}
+
+    monkeypatch.setattr(driver_factory, "make", make)
+    monkeypatch.setenv("GPUPROV_CONFIG", str(tmp_path / "none.yaml"))
+    yield made

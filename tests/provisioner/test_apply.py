@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -12,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuprov.cli import app
-from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import GuardError
 from gpuprov.models import Cloud, Market
 from gpuprov.store.state import StateStore
@@ -109,20 +107,6 @@ def test_reservations_are_wanted_in_every_slot() -> None:
 
 
 # -- through the CLI, with fake clouds --------------------------------------------------------------
-@pytest.fixture
-def fake_clouds(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[dict[Cloud, FakeDriver]]:
-    clouds: dict[Cloud, FakeDriver] = {}
-
-    def make(wanted_clouds: Any, regions: Any, zones: Any, cfg: Any) -> dict[Cloud, FakeDriver]:
-        for c in wanted_clouds:
-            clouds.setdefault(c, FakeDriver(c))
-        return {c: clouds[c] for c in wanted_clouds}
-
-    monkeypatch.setattr(driver_factory, "make", make)
-    monkeypatch.setenv("GPUPROV_CONFIG", str(tmp_path / "none.yaml"))
-    yield clouds
-
-
 def saved_plan(*args: str) -> dict[str, Any]:
     r = runner.invoke(app, ["plan", *args, "--save", "-o", "json"])
     assert r.exit_code == 0, r.stderr

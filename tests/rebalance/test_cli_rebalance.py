@@ -3,34 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from gpuprov.cli import app
-from gpuprov.commands import drivers as driver_factory
 from gpuprov.models import Cloud
 from provisioner.drivers.fake import FakeDriver
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def clouds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[Cloud, FakeDriver]]:
-    made: dict[Cloud, FakeDriver] = {}
-
-    def make(wanted: Any, regions: Any, zones: Any, cfg: Any) -> dict[Cloud, FakeDriver]:
-        for c in wanted:
-            made.setdefault(c, FakeDriver(c))
-        return {c: made[c] for c in wanted}
-
-    monkeypatch.setattr(driver_factory, "make", make)
-    monkeypatch.setenv("GPUPROV_CONFIG", str(tmp_path / "none.yaml"))
-    yield made
 
 
 def test_emit_cronjob_is_a_kubernetes_cronjob() -> None:
@@ -57,24 +40,24 @@ def test_emit_systemd_has_a_service_and_a_timer() -> None:
     (["rebalance", "--emit", "cronjob", "--every", "7m"], "a CronJob needs --every that divides"),
     (["rebalance", "--once", "--yes"], "fleet default follows no plan yet"),
 ])
-def test_bad_rebalance_input(args: list[str], message: str, clouds: dict[Cloud, FakeDriver]) -> None:
+def test_bad_rebalance_input(args: list[str], message: str, fake_clouds: dict[Cloud, FakeDriver]) -> None:
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
-def test_a_dry_pass_changes_nothing_and_a_real_one_follows_the_plan(clouds: dict[Cloud, FakeDriver]) -> None:
+def test_a_dry_pass_changes_nothing_and_a_real_one_follows_the_plan(fake_clouds: dict[Cloud, FakeDriver]) -> None:
     r = runner.invoke(app, ["plan", "--gpus", "16", "--type", "a100-80gb", "--node-gpus", "8", "--save", "-o", "json"])
     plan = json.loads(r.stdout)
     r = runner.invoke(app, ["rebalance", "--once", "--plan", plan["plan_id"], "-o", "json"])
     assert r.exit_code == 0, r.stderr
     dry = json.loads(r.stdout)
     assert dry["decision"].startswith("dry-run") and dry["launched"] == 2
-    assert all(d.describe("default") == [] for d in clouds.values())
+    assert all(d.describe("default") == [] for d in fake_clouds.values())
     r = runner.invoke(app, ["rebalance", "--once", "--yes", "--plan", plan["plan_id"], "-o", "json"])
     assert r.exit_code == 0, r.stderr
     done = json.loads(r.stdout)
     assert done["decision"] == "keep" and done["launched"] == 2
-    assert sum(len(d.describe("default")) for d in clouds.values()) == 2
+    assert sum(len(d.describe("default")) for d in fake_clouds.values()) == 2
     r = runner.invoke(app, ["rebalance", "--once", "--yes", "-o", "json"])      # the fleet remembers its plan
     assert json.loads(r.stdout)["launched"] == 0
     r = runner.invoke(app, ["rebalance", "history", "-o", "json"])

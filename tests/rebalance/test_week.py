@@ -119,7 +119,7 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
             terminated_at[(h.zone or h.region, h.market.value)].append(hour)
         # demand met this hour, training in one zone
         doc = plans.get(rec.plan_after or first["plan_id"])
-        slot = rebalance.slot_of(doc, clock.now())
+        slot = planning.slot_at(doc, clock.now())
         held: dict[str, int] = defaultdict(int)
         for h in after:
             held[h.workload] += 8
