@@ -213,8 +213,8 @@ def plan_tables(doc: dict[str, Any]) -> list[Any]:
         summary.add_row(label, f"${hourly:,.2f}/h  (plan saves {s[skey]['fraction']:.1%})")
     if doc["binding_constraints"]:
         summary.add_row("binding", "; ".join(doc["binding_constraints"]))
-    summary.add_row("offers", f"{doc['offers_considered']} considered, "
-                    f"{doc['offers_dropped_as_dominated']} dropped as dominated")
+    summary.add_row("offers", f"{doc['offers_considered']} in the model; {doc['offers_dropped_as_dominated']} "
+                    "left out as dominated or provably unable to improve the plan")
     return [alloc, summary]
 
 
