@@ -172,7 +172,7 @@ def _oldest(snapshots: Sequence[SnapshotInfo]) -> str | None:
 
 def _loc(o: Offer) -> dict[str, Any]:
     return {"cloud": o.cloud.value, "region": o.region, "zone": o.zone,
-            "instance_type": o.instance_type, "market": o.market.value,
+            "instance_type": o.instance_type, "market": o.market.value, "gpu": o.gpu,
             "gpus_per_instance": o.gpus_per_instance, "unit_hourly_usd": _num(o.hourly_usd)}
 
 

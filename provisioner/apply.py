@@ -41,6 +41,8 @@ class Want:
     count: int
     unit_hourly_usd: Decimal
     gang: bool
+    gpu: str | None = None
+    gpus: int = 0
 
 
 @dataclass
@@ -83,7 +85,7 @@ def wanted(doc: Mapping[str, Any], slot: int) -> dict[Pool, Want]:
         pool: Pool = (a["cloud"], a["region"], a["zone"] or "", a["instance_type"], a["market"], a["workload"])
         prev = out.get(pool)
         out[pool] = Want(pool, n + (prev.count if prev else 0), Decimal(str(a["unit_hourly_usd"])),
-                         a["workload"] in gangs)
+                         a["workload"] in gangs, a.get("gpu"), int(a.get("gpus_per_instance", 0)))
     return out
 
 
@@ -127,7 +129,8 @@ def diff(doc: Mapping[str, Any], slot: int, actual: Sequence[InstanceHandle], ow
             result.launch.append(LaunchRequest(
                 cloud=Cloud(cloud), region=region, zone=zone or None, instance_type=itype, market=Market(market),
                 token=token, owner=owner, plan_id=plan_id, workload=workload,
-                placement_group=f"gpuprov-{owner}-{workload}-{zone or region}" if w and w.gang else None))
+                placement_group=f"gpuprov-{owner}-{workload}-{zone or region}" if w and w.gang else None,
+                gpu=w.gpu if w else None, gpus=w.gpus if w else 0))
     return result
 
 

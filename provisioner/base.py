@@ -50,6 +50,8 @@ class LaunchRequest:
     image: str | None = None
     placement_group: str | None = None        # a training gang's cluster placement group
     extra_tags: dict[str, str] = field(default_factory=dict)
+    gpu: str | None = None                    # canonical GPU name and count, for clouds where GPUs
+    gpus: int = 0                             # are attached to a host type (GCP n1 + T4/V100/P4/P100)
 
     def tags(self) -> dict[str, str]:
         return {**self.extra_tags, OWNER_TAG: self.owner, PLAN_TAG: self.plan_id, TOKEN_TAG: self.token,

@@ -219,6 +219,12 @@ def _utc(stamp: str) -> datetime | None:
     return None
 
 
+# n1 machine types carry no GPU of their own: these are attached (accelerator type names of
+# the Compute API). a2/a3/a4/g2 types have theirs built in.
+ATTACHED_GPUS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P4": "nvidia-tesla-p4",
+                 "P100": "nvidia-tesla-p100"}
+
+
 class GcpDriver:
     """Launch, list and end tagged Compute Engine VMs in one project (see the module docstring)."""
 
@@ -393,6 +399,10 @@ class GcpDriver:
         instance = compute_v1.Instance(
             name=name, machine_type=f"zones/{zone}/machineTypes/{request.instance_type}", labels=labels,
             metadata=metadata, scheduling=scheduling, disks=[disk], network_interfaces=[nic])
+        accelerator = ATTACHED_GPUS.get(request.gpu or "") if request.instance_type.startswith("n1-") else None
+        if accelerator and request.gpus:
+            instance.guest_accelerators = [compute_v1.AcceleratorConfig(
+                accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=request.gpus)]
         if request.placement_group:
             instance.resource_policies = [
                 f"projects/{self.project}/regions/{request.region}/resourcePolicies/{request.placement_group}"]

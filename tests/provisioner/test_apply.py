@@ -193,3 +193,11 @@ def test_two_fleets_applying_one_plan_get_different_tokens(_isolated_db: str) ->
     a = diff(plan, 0, [], "fleet-a").launch[0].token
     b = diff(plan, 0, [], "fleet-b").launch[0].token
     assert a != b
+
+
+def test_launch_requests_carry_the_gpu_for_attached_accelerators() -> None:
+    plan = doc({("us-central1-a", "spot", "inference"): [1]})
+    plan["allocations"][0].update(cloud="gcp", region="us-central1", instance_type="n1-standard-8", gpu="T4",
+                                  gpus_per_instance=1)
+    [req] = diff(plan, 0, [], "fleet").launch
+    assert (req.instance_type, req.gpu, req.gpus) == ("n1-standard-8", "T4", 1)

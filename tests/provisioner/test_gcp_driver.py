@@ -314,3 +314,14 @@ def test_importing_the_driver_loads_no_google_sdk() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []
+
+
+def test_n1_hosts_get_their_gpus_attached(gce: FakeGce) -> None:
+    from dataclasses import replace
+
+    n1 = replace(request(market=Market.SPOT, token="4" * 24), instance_type="n1-standard-8", gpu="T4", gpus=1)
+    make_driver().launch(n1)
+    assert gce.inserted[0]["guestAccelerators"] == [
+        {"acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4", "acceleratorCount": 1}]
+    make_driver().launch(request(market=Market.SPOT, token="5" * 24))     # an a2 type: GPUs built in
+    assert "guestAccelerators" not in gce.inserted[1]
