@@ -170,3 +170,18 @@ def test_min_cover_cost_matches_a_full_search(demand: int, options: list[tuple[i
     for d in range(1, demand + 1):
         full[d] = min(p + full[max(0, d - g)] for g, p in priced)
     assert baselines.min_cover_cost(demand, priced) == full[demand]
+
+
+def test_cbc_bound_takes_the_best_proven_line() -> None:
+    from gpuprov.optimizer.solve import cbc_bound
+
+    root_only = ("Continuous objective value is 87.9234 - 0.00 seconds\n"
+                 "Cuts at root node changed objective from 142.416 to -1.79769e+308\n"
+                 "Result - Optimal solution found\n\nObjective value:                142.41600000\n")
+    assert cbc_bound(root_only, 0.001) == pytest.approx(142.416 * 0.999)
+    assert cbc_bound(root_only, 0.0) == pytest.approx(142.416)
+    searched = ("Continuous objective value is 10\nCbc0010I After 100 nodes, 3 on tree, 12.5 best solution, "
+                "best possible 12.4 (0.1 seconds)\nResult - Stopped on time limit\nObjective value: 12.5\n"
+                "Lower bound: 12.45\n")
+    assert cbc_bound(searched, 0.001) == pytest.approx(12.45)
+    assert cbc_bound("nothing useful") is None

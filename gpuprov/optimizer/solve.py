@@ -335,29 +335,36 @@ def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
         elif prob.sol_status == pulp.LpSolutionIntegerFeasible:
             status = "Feasible"
         with open(log, encoding="utf-8", errors="replace") as fh:
-            bound = cbc_bound(fh.read())
+            bound = cbc_bound(fh.read(), request.gap)
     if bound is None:
         bound = _relaxation_bound(prob)
     return status, bound
 
 
-def cbc_bound(log: str) -> float | None:
-    """CBC's best proven bound, read from its log.
+def cbc_bound(log: str, gap: float = 0.0) -> float | None:
+    """The best lower bound CBC's log proves on the objective (minimisation).
 
-    'Search completed - best objective X' proves X optimal; a search stopped early (gap or
-    time) prints 'Partial search - best objective X (best possible Y)' or 'Lower bound: Y';
-    failing those, the last node line's 'best possible', then the root LP relaxation.
+    Every one of these is a valid bound, so the largest is taken: the root LP relaxation
+    ('Continuous objective value is'), the root after cuts ('Cuts at root node changed
+    objective from A to B'), the last node line's 'best possible', 'Lower bound:' of a
+    search stopped early, and, when CBC reports 'Optimal solution found', the objective less
+    the relative gap CBC was allowed to stop at (it may prune nodes within that gap).
     """
     number = r"([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
-    patterns = (rf"Search completed - best objective {number}",
-                rf"Partial search - best objective \S+ \(best possible {number}\)",
-                rf"Lower bound:\s+{number}", rf"best possible {number}",
-                rf"Continuous objective value is {number}")
-    for pattern in patterns:
-        found = re.findall(pattern, log)
-        if found:
-            return float(found[-1])
-    return None
+    found: list[float] = []
+    for pattern in (rf"Continuous objective value is {number}",
+                    rf"Cuts at root node changed objective from \S+ to {number}",
+                    rf"best possible {number}", rf"Lower bound:\s+{number}"):
+        hits = re.findall(pattern, log)
+        if hits:
+            found.append(float(hits[-1]))
+    objective = re.findall(rf"Objective value:\s+{number}", log)
+    if objective and "Optimal solution found" in log:
+        value = float(objective[-1])
+        found.append(value - gap * abs(value))
+        found = [min(b, value) for b in found]
+    found = [b for b in found if abs(b) < 1e300]
+    return max(found) if found else None
 
 
 def _relaxation_bound(prob: Any) -> float:
