@@ -13,7 +13,6 @@ from typing import Any
 
 import typer
 
-from gpuprov import planning
 from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import CapacityError, InfeasibleError, ProvisioningError, StalePricesError, UsageError
@@ -21,6 +20,12 @@ from gpuprov.models import Cloud
 
 FAULT_ENV = "GPUPROV_FAULT"        # testing only: "after-launch:3" SIGKILLs the run after its 3rd launch
 MAX_FAILOVERS = 10
+
+
+def _slot(doc: Mapping[str, Any], when: datetime) -> int:
+    from gpuprov.planning import slot_at
+
+    return slot_at(doc, when)
 
 
 def scope(docs: Sequence[Mapping[str, Any]], mirrored: Sequence[Any]) -> tuple[set[Cloud], dict[Cloud, set[str]],
@@ -128,7 +133,7 @@ def register(app: typer.Typer) -> None:
             if yes:
                 raise
             common.warn(f"{exc.message}; --yes will refuse without --allow-stale")
-        at = planning.slot_at(doc, when) if slot is None else slot
+        at = _slot(doc, when) if slot is None else slot
         if not 0 <= at < doc["horizon_hours"]:
             raise UsageError(f"--slot must be between 0 and {doc['horizon_hours'] - 1}")
         state = StateStore()
@@ -208,7 +213,7 @@ def register(app: typer.Typer) -> None:
             if doc is not None:
                 from provisioner.apply import wanted
 
-                w = wanted(doc, planning.slot_at(doc, now)).get(hs[0].pool)
+                w = wanted(doc, _slot(doc, now)).get(hs[0].pool)
                 if w is not None:
                     price, want = w.unit_hourly_usd, w.count
             rows.append({"plan": key[0], "cloud": key[1], "location": key[2], "instance_type": key[3],

@@ -65,8 +65,25 @@ class Model:
         self.prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
 
 
-def build(request: PlanRequest, offers: list[Offer]) -> Model:
+def _pulp() -> Any:
+    """PuLP, without letting it import highspy (and numpy) in this process: that costs ~0.2 s
+    of every plan's start-up, and gpuprov runs HiGHS in a child process anyway (highs.py)."""
+    import sys
+
+    if "pulp" not in sys.modules:
+        sys.modules.setdefault("highspy", None)  # type: ignore[arg-type]
+        try:
+            import pulp
+        finally:
+            if sys.modules.get("highspy", 0) is None:
+                del sys.modules["highspy"]
     import pulp
+
+    return pulp
+
+
+def build(request: PlanRequest, offers: list[Offer]) -> Model:
+    pulp = _pulp()
 
     W = request.workloads
     widx = {w.name: i for i, w in enumerate(W)}
