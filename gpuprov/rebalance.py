@@ -140,17 +140,6 @@ def limit_disruption(d: engine.Diff, actual: Sequence[InstanceHandle], share: De
     return out
 
 
-def replaced(d: engine.Diff) -> dict[str, int]:
-    """Instances each workload has replaced by this diff (what the disruption budget limits)."""
-    launches: dict[str, int] = defaultdict(int)
-    ends: dict[str, int] = defaultdict(int)
-    for r in d.launch:
-        launches[r.workload] += 1
-    for h in d.terminate:
-        ends[h.workload] += 1
-    return {w: min(launches[w], ends[w]) for w in set(launches) | set(ends)}
-
-
 def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str | None = None) -> PassRecord:
     started = clock.now()
     name = f"fleet:{settings.owner}"

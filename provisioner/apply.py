@@ -228,8 +228,3 @@ def _driver(drivers: Mapping[Cloud, Driver], cloud: Cloud) -> Driver:
     if cloud not in drivers:
         raise ProvisioningError(f"no {cloud} driver is configured for this run")
     return drivers[cloud]
-
-
-def gpus(doc: Mapping[str, Any], slot: int) -> int:
-    return sum(a["instances_by_slot"][slot % len(a["instances_by_slot"])] * a["gpus_per_instance"]
-               for a in doc["allocations"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gpuprov.errors import StoreError
@@ -147,10 +147,6 @@ class StateStore(Database):
                                   workload=r[10]) for r in rows]
         seen = max((parse_time(r[11]) for r in rows), default=None)
         return handles, seen
-
-
-def ttl(minutes: float) -> timedelta:
-    return timedelta(minutes=minutes)
 
 
 @dataclass(frozen=True)
