@@ -62,7 +62,7 @@ def main() -> None:
     snaps = [SnapshotInfo(1, "bench", Cloud.AWS, now, len(feed), True)]
     workload = Workload("inference", Decimal("0.3"))
     spec = planning.flags_spec(["A10G"], args.instances, workload, None, None, None, "cbc", 0.001, 60.0)
-    context = planning.flags_context(workload)
+    context = planning.flags_context()
     solved = planning.run(planning.request_from_spec(spec, feed))
     doc = planning.document(planning.plan_id(spec, snaps, context), solved, snaps, args.instances, spec, context, now)
     with tempfile.TemporaryDirectory() as tmp, mock_aws():
@@ -74,15 +74,15 @@ def main() -> None:
         driver = AwsDriver(["us-east-1"], image=ami)
         names = {z["ZoneId"]: z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
         t0 = time.perf_counter()
-        for a in doc["allocations"]:
-            left = a["instances"]
+        for a in doc.placements():
+            left = a.instances
             tags = [{"Key": k, "Value": v} for k, v in {
-                "gpuprov-owner": "bench", "gpuprov-plan": doc["plan_id"], "gpuprov-token": f"seed-{a['zone']}",
-                "gpuprov-workload": a["workload"], "gpuprov-market": a["market"]}.items()]
+                "gpuprov-owner": "bench", "gpuprov-plan": doc.plan_id, "gpuprov-token": f"seed-{a.zone}",
+                "gpuprov-workload": a.workload, "gpuprov-market": a.market}.items()]
             while left:
                 n = min(1000, left)
                 ec2.run_instances(ImageId=ami, InstanceType="g5.xlarge", MinCount=n, MaxCount=n,
-                                  Placement={"AvailabilityZone": names[a["zone"]]},
+                                  Placement={"AvailabilityZone": names[a.zone or ""]},
                                   TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
                 left -= n
         t1 = time.perf_counter()
@@ -94,7 +94,7 @@ def main() -> None:
         clock = rebalance.SystemClock()
         settings = rebalance.Settings(owner="bench", holder="bench", max_launch=args.instances)
         t2 = time.perf_counter()
-        rec = rebalance.run_pass(world, settings, clock, initial_plan=doc["plan_id"])
+        rec = rebalance.run_pass(world, settings, clock, initial_plan=doc.plan_id)
         t3 = time.perf_counter()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"fleet of {args.instances} instances seeded in moto:   {t1 - t0:8.2f} s")

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuprov.errors import MissingExtraError, UsageError
+
+if TYPE_CHECKING:
+    from gpuprov.plandoc import PlanDocument
 
 MARKETS = ("reserved_1y", "reserved_3y", "on_demand", "spot")
 COLOURS = {"reserved_1y": "#1f4e9c", "reserved_3y": "#3fa7d6", "on_demand": "#f2a541", "spot": "#4caf50"}
 
 
-def series(doc: dict[str, Any]) -> dict[str, list[int]]:
-    hours = doc["horizon_hours"]
-    out = {m: [0] * hours for m in MARKETS}
-    for a in doc["allocations"]:
-        for t, n in enumerate(a["instances_by_slot"]):
-            out[a["market"]][t] += n * a["gpus_per_instance"]
+def series(doc: PlanDocument) -> dict[str, list[int]]:
+    """GPUs in use per market per slot (the same figures as the terminal chart)."""
+    from gpuprov.render import gpus_by_market
+
+    rows = gpus_by_market(doc)
+    out = {m: [row.get(m, 0) for row in rows] for m in MARKETS}
     return {m: v for m, v in out.items() if any(v)}
 
 
-def write_png(doc: dict[str, Any], path: str) -> None:
+def write_png(doc: PlanDocument, path: str) -> None:
     if not path.lower().endswith(".png"):
         raise UsageError(f"--chart writes a PNG: give a file name ending in .png, got {path!r}")
     try:
@@ -32,14 +35,14 @@ def write_png(doc: dict[str, Any], path: str) -> None:
     except ImportError:
         raise MissingExtraError("--chart needs matplotlib", hint="pip install 'gpuprov[chart]'") from None
     data = {m: [*v, v[-1]] for m, v in series(doc).items()}     # one more point closes the last step
-    hours = list(range(doc["horizon_hours"] + 1))
+    hours = list(range(doc.horizon_hours + 1))
     fig, ax = plt.subplots(figsize=(10, 4), dpi=100)
     ax.stackplot(hours, *data.values(), labels=list(data), colors=[COLOURS[m] for m in data], step="post")
-    demand = [sum(v[min(t, len(v) - 1)] for v in doc["demand"].values()) for t in hours]
+    demand = [sum(v[min(t, len(v) - 1)] for v in doc.demand.values()) for t in hours]
     ax.step(hours, demand, where="post", color="black", linewidth=1.2, label="demand")
-    ax.set_xlabel(f"hour ({doc.get('timezone', 'UTC')})")
-    ax.set_ylabel(f"{doc['gpu']} GPUs")
-    ax.set_title(f"plan {doc['plan_id']}: ${doc['hourly_cost_usd']:,.2f}/h on average")
+    ax.set_xlabel(f"hour ({doc.timezone})")
+    ax.set_ylabel(f"{doc.gpu} GPUs")
+    ax.set_title(f"plan {doc.plan_id}: ${doc.costs.hourly_usd:,.2f}/h on average (billed)")
     ax.set_xlim(0, max(1, len(hours) - 1))
     ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()

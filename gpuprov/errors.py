@@ -6,6 +6,7 @@
     ├── UsageError          (2)      bad flags or values on the command line
     │   └── UnknownGpuError (2)      a GPU name that resolves to nothing
     ├── ConfigError         (2)      config or policy files
+    ├── PlanFormatError     (2)      a plan document that does not validate (or another schema version)
     ├── MissingExtraError   (2)      a cloud SDK extra is not installed
     ├── StoreError          (5)      the local catalog/state database
     ├── PricingError        (4)      a price source failed, or prices are unusable
@@ -47,6 +48,10 @@ class UnknownGpuError(UsageError):
 
 
 class ConfigError(GpuprovError):
+    exit_code = 2
+
+
+class PlanFormatError(GpuprovError):
     exit_code = 2
 
 

@@ -12,6 +12,13 @@ from decimal import Decimal
 from enum import StrEnum
 
 HOURS_PER_MONTH = Decimal(730)
+# Expected interruptions per instance-hour on spot, by cloud, used by plans from flags and
+# policies alike (a policy may override them). AWS: the Spot Instance Advisor puts most GPU
+# types in its ">20% a month" bucket (≈ 0.2 / 730 h); GCP and Azure publish no rate and can
+# preempt at any time, so about one a month (1 / 730 h) is assumed.
+DEFAULT_INTERRUPTIONS_PER_HOUR = {"aws": Decimal("0.0003"), "gcp": Decimal("0.0014"), "azure": Decimal("0.0014")}
+# Hours of a workload's work lost per spot interruption (training restarts from a checkpoint).
+DEFAULT_LOST_HOURS = {"training": Decimal("1.0"), "inference": Decimal("0.05")}
 
 
 class Cloud(StrEnum):
@@ -104,14 +111,13 @@ class Allocation:
 class Reservation:
     """Reserved instances of one reserved offer, held (and paid) in every slot.
 
-    ``used_by_slot`` gives, per workload, how many of them it uses in each slot; a
-    reservation may be shared between workloads within a slot, so the counts can be
-    fractional (GPUs of one node split between training and inference).
+    ``gpus_used_by_slot`` gives, per workload, how many of their GPUs it uses in each slot:
+    whole instances' worth for a workload with a node size or a gang, whole GPUs otherwise.
     """
 
     offer: Offer
     instances: int
-    used_by_slot: dict[str, tuple[Decimal, ...]] = field(default_factory=dict)
+    gpus_used_by_slot: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +135,9 @@ class Plan:
     offers_considered: int
     offers_dropped: int
     binding: tuple[str, ...] = ()
-    objective_usd: Decimal | None = None     # what was minimised: cost + expected interruption overhead
+    objective_usd: Decimal | None = None     # what was minimised: cost + interruption overhead + migration
     notes: tuple[str, ...] = ()
+    expected_interruption_usd: Decimal = Decimal(0)   # over the horizon, on spot
 
     @property
     def horizon_hours(self) -> int:

@@ -29,11 +29,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Protocol
 
 from gpuprov import planning
 from gpuprov.errors import GpuprovError, StateError
 from gpuprov.models import Cloud, Offer, SnapshotInfo
+from gpuprov.plandoc import PlanDocument, WorkloadSpec
 from gpuprov.store.lease import Leases
 from gpuprov.store.plans import PlanStore
 from gpuprov.store.state import FleetStore, PassRecord, StateStore
@@ -87,22 +88,29 @@ class World:
     unavailable: Callable[[datetime], set[tuple[str, str, str, str]]] = field(default=lambda _now: set())
 
 
-def reprice(doc: Mapping[str, Any], offers: Sequence[Offer]) -> Decimal:
+def reprice(doc: PlanDocument, offers: Sequence[Offer]) -> Decimal:
     """What following this plan costs over its horizon at today's prices (old price where an
     offer has gone)."""
     by_zone = {(o.cloud.value, o.location, o.instance_type, o.market.value): o.hourly_usd for o in offers}
     by_region = {(o.cloud.value, o.region, o.instance_type, o.market.value): o.hourly_usd for o in offers}
     total = Decimal(0)
-    for a in doc["allocations"]:
-        key = (a["cloud"], a["zone"] or a["region"], a["instance_type"], a["market"])
-        price = by_zone.get(key) or by_region.get((a["cloud"], a["region"], a["instance_type"], a["market"]))
-        unit = price if price is not None else Decimal(str(a["unit_hourly_usd"]))
-        total += unit * sum(a["instances_by_slot"])
+    def unit(cloud: str, zone: str | None, region: str, itype: str, market: str, old: Decimal) -> Decimal:
+        price = by_zone.get((cloud, zone or region, itype, market)) or by_region.get((cloud, region, itype, market))
+        return price if price is not None else old
+
+    for a in doc.allocations:
+        price = unit(a.cloud, a.zone, a.region, a.instance_type, a.market, a.unit_hourly_usd)
+        total += price * sum(a.instances_by_slot)
+    for r in doc.reservations:      # held in every slot, used or not
+        total += (unit(r.cloud, r.zone, r.region, r.instance_type, r.market, r.unit_hourly_usd)
+                  * r.instances * doc.horizon_hours)
     return total
 
 
-def migration_hours(settings: Settings, workloads: Sequence[str]) -> dict[str, Decimal]:
-    return {w: settings.boot_hours + (settings.training_lost_hours if w == "training" else Decimal(0))
+def migration_hours(settings: Settings, workloads: Sequence[WorkloadSpec]) -> dict[str, Decimal]:
+    """Hours of price a launch beyond what runs costs: boot time, and for a gang (a training job
+    that restarts from its checkpoint when its nodes change) the work lost."""
+    return {w.name: settings.boot_hours + (settings.training_lost_hours if w.gang else Decimal(0))
             for w in workloads}
 
 
@@ -173,11 +181,11 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
                              hint="start it with gpuprov rebalance --plan PLAN_ID")
         doc = world.plans.get(initial_plan)
         if not settings.dry_run:
-            world.fleets.adopt(settings.owner, doc["plan_id"], started - settings.hysteresis)
-        active = (doc["plan_id"], started - settings.hysteresis)
+            world.fleets.adopt(settings.owner, doc.plan_id, started - settings.hysteresis)
+        active = (doc.plan_id, started - settings.hysteresis)
     doc = world.plans.get(active[0])
     snapshots = world.snapshots()
-    max_age = timedelta(hours=float(doc.get("max_price_age_hours") or 24))
+    max_age = timedelta(hours=float(doc.max_price_age_hours))
     if world.refresh is not None and snapshots and min(s.fetched_at for s in snapshots) < started - max_age:
         guard()
         world.refresh()
@@ -186,13 +194,12 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
     actual = [h for d in world.drivers.values() for h in d.describe(settings.owner)]
     world.state.settle(settings.owner, {h.token for h in actual}, clock.now())
     slot = planning.slot_at(doc, started + settings.lead)
-    offers = world.offers(doc["request"]["gpu_names"])
+    offers = world.offers(doc.request.gpu_names)
     incumbent: dict[tuple[str, str, str, str, str], int] = defaultdict(int)
     for h in actual:
         incumbent[(h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)] += 1
-    reserved = {(r["cloud"], r["zone"] or r["region"], r["instance_type"], r["market"]): r["instances"]
-                for r in doc.get("reserved", [])}
-    hours = migration_hours(settings, [w["name"] for w in doc["request"]["workloads"]])
+    reserved = {(r.cloud, r.location, r.instance_type, r.market): r.instances for r in doc.reservations}
+    hours = migration_hours(settings, doc.request.workloads)
     known = engine.unit_prices([doc])
     keep_diff = engine.diff(doc, slot, actual, settings.owner, known)
     keep_cost = reprice(doc, offers) + launch_cost(keep_diff, hours)
@@ -200,14 +207,14 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
                                 {"slot": slot, "incumbent": dict(incumbent), "migration_hours": hours,
                                  "reserved": reserved})
     cand_diff = engine.diff(candidate, slot, actual, settings.owner, known)
-    new_cost = Decimal(str(candidate["total_cost_usd"])) + launch_cost(cand_diff, hours)
+    new_cost = candidate.costs.horizon_usd + launch_cost(cand_diff, hours)
     saving = keep_cost - new_cost
     held_for = started - active[1]
-    if candidate["plan_id"] == doc["plan_id"]:
+    if candidate.plan_id == doc.plan_id:
         decision, reason, target, d = "keep", "the plan is unchanged", doc, keep_diff
     elif saving < settings.min_saving_usd or saving < settings.min_saving_fraction * keep_cost:
         decision, target, d = "keep", doc, keep_diff
-        reason = (f"a new plan would save ${saving:.2f} over {doc['horizon_hours']} h, under the thresholds "
+        reason = (f"a new plan would save ${saving:.2f} over {doc.horizon_hours} h, under the thresholds "
                   f"(${settings.min_saving_usd}, {settings.min_saving_fraction:.0%})")
     elif held_for < settings.hysteresis:
         decision, target, d = "keep", doc, keep_diff
@@ -215,18 +222,18 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
                   f"(hysteresis {settings.hysteresis})")
     else:
         decision, target, d = "adopt", candidate, cand_diff
-        reason = f"saves ${saving:.2f} over {doc['horizon_hours']} h ({saving / keep_cost:.1%}), migrations included"
+        reason = f"saves ${saving:.2f} over {doc.horizon_hours} h ({saving / keep_cost:.1%}), migrations included"
         if not settings.dry_run:
             world.plans.save(candidate)
-            world.fleets.adopt(settings.owner, candidate["plan_id"], started)
+            world.fleets.adopt(settings.owner, candidate.plan_id, started)
     known.update(engine.unit_prices([target]))
-    gangs = {name for name, w in (target.get("workloads") or {}).items() if w.get("gang")}
+    gangs = {w.name for w in target.request.workloads if w.gang}
     limited = limit_disruption(replace(d, prices={**known, **d.prices}), actual, settings.disruption_share, gangs)
     before = limited.hourly_before
     if settings.dry_run:
         return PassRecord(settings.owner, started, clock.now(), settings.holder, token,
-                          tuple(s.id for s in snapshots), f"dry-run: {decision}", reason, doc["plan_id"],
-                          target["plan_id"], len(limited.launch), len(limited.terminate),
+                          tuple(s.id for s in snapshots), f"dry-run: {decision}", reason, doc.plan_id,
+                          target.plan_id, len(limited.launch), len(limited.terminate),
                           str(before.quantize(Decimal("0.0001"))),
                           str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
                           str(saving.quantize(Decimal("0.01"))))
@@ -236,7 +243,7 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
     after = [h for drv in world.drivers.values() for h in drv.describe(settings.owner)]
     world.state.mirror(settings.owner, after, clock.now())
     rec = PassRecord(settings.owner, started, clock.now(), settings.holder, token, tuple(s.id for s in snapshots),
-                     decision, reason, doc["plan_id"], target["plan_id"], len(limited.launch), len(limited.terminate),
+                     decision, reason, doc.plan_id, target.plan_id, len(limited.launch), len(limited.terminate),
                      str(before.quantize(Decimal("0.0001"))),
                      str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
                      str(saving.quantize(Decimal("0.01")) if decision == "adopt" else Decimal(0)))

@@ -5,23 +5,14 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import IO, Any
 
-from gpuprov.models import HOURS_PER_MONTH, Offer, Plan, SnapshotInfo
+from gpuprov.models import Offer, SnapshotInfo
+from gpuprov.plandoc import PlanDocument
 
 TWO = Decimal("0.01")
-
-
-@dataclass(frozen=True)
-class Baselines:
-    all_on_demand_usd: Decimal | None
-    all_on_demand_where: str | None
-    best_single_offer_usd: Decimal | None
-    best_single_offer: Offer | None
-    reserved_plus_spot_usd: Decimal | None
 
 
 def money(value: Decimal | None, places: Decimal = TWO) -> str:
@@ -93,142 +84,78 @@ def prices_table(offers: Sequence[Offer], title: str) -> Any:
     return table
 
 
-def _saving(plan_cost: Decimal, base: Decimal | None) -> dict[str, Any]:
-    if base is None or base == 0:
-        return {"usd": None, "fraction": None}
-    return {"usd": _num((base - plan_cost).quantize(TWO)),
-            "fraction": _num(((base - plan_cost) / base).quantize(Decimal("0.0001")))}
-
-
-def plan_dict(plan_id: str, plan: Plan, baselines: Baselines,
-              snapshots: Sequence[SnapshotInfo], gpus: int) -> dict[str, Any]:
-    hours = plan.horizon_hours
-    total = plan.total_cost_usd
-    hourly = total / hours
-    allocations = []
-    for a in plan.allocations:
-        peak = max(a.instances_by_slot)
-        allocations.append({
-            **_loc(a.offer), "workload": a.workload, "instances": peak,
-            "instances_by_slot": list(a.instances_by_slot),
-            "hourly_usd": _num(a.offer.hourly_usd * peak),
-        })
-    reserved = []
-    for r in plan.reservations:
-        entry = {**_loc(r.offer), "workload": "reserved", "instances": r.instances,
-                 "instances_by_slot": [r.instances] * hours,
-                 "used_by_slot": {k: [float(x) for x in v] for k, v in r.used_by_slot.items()},
-                 "hourly_usd": _num(r.offer.hourly_usd * r.instances)}
-        allocations.append(entry)
-        reserved.append(entry)
-    def per_hour(v: Decimal | None) -> Decimal | None:
-        return None if v is None else v / hours
-
-    return {
-        "plan_id": plan_id,
-        "gpu": plan.gpu,
-        "gpus": gpus,
-        "horizon_hours": hours,
-        "demand": {k: list(v) for k, v in plan.demand.items()},
-        "hourly_cost_usd": _num(hourly),
-        "monthly_cost_usd": _num((hourly * HOURS_PER_MONTH).quantize(TWO)),
-        "total_cost_usd": _num(total),
-        "slot_cost_usd": [_num(c) for c in plan.slot_cost_usd],
-        "lower_bound_usd": _num(plan.lower_bound_usd),
-        "gap": _num(plan.gap.quantize(Decimal("0.000001"))),
-        "status": plan.status,
-        "solver": plan.solver,
-        "offers_considered": plan.offers_considered,
-        "offers_dropped_as_dominated": plan.offers_dropped,
-        "binding_constraints": list(plan.binding),
-        "allocations": allocations,
-        "reserved": reserved,
-        "baselines": {
-            "all_on_demand_usd": _num(baselines.all_on_demand_usd),
-            "all_on_demand_hourly_usd": _num(per_hour(baselines.all_on_demand_usd)),
-            "all_on_demand_location": baselines.all_on_demand_where,
-            "best_single_offer_usd": _num(baselines.best_single_offer_usd),
-            "best_single_offer": (None if baselines.best_single_offer is None
-                                  else offer_dict(baselines.best_single_offer)),
-            "reserved_plus_spot_usd": _num(baselines.reserved_plus_spot_usd),
-        },
-        "savings": {
-            "vs_all_on_demand": _saving(total, baselines.all_on_demand_usd),
-            "vs_best_single_offer": _saving(total, baselines.best_single_offer_usd),
-            "vs_reserved_plus_spot": _saving(total, baselines.reserved_plus_spot_usd),
-        },
-        "catalog": {
-            "as_of": _oldest(snapshots),
-            "snapshots": [snapshot_dict(s) for s in snapshots],
-        },
-    }
-
-
-def _oldest(snapshots: Sequence[SnapshotInfo]) -> str | None:
-    """The as-of time of the oldest price the plan rests on."""
-    times = [s.fetched_at for s in snapshots]
-    return min(times).isoformat() if times else None
-
-
-def _loc(o: Offer) -> dict[str, Any]:
-    return {"cloud": o.cloud.value, "region": o.region, "zone": o.zone,
-            "instance_type": o.instance_type, "market": o.market.value, "gpu": o.gpu,
-            "gpus_per_instance": o.gpus_per_instance, "unit_hourly_usd": _num(o.hourly_usd)}
-
-
-def plan_tables(doc: dict[str, Any]) -> list[Any]:
-    """Rich renderables for a plan document (the same dict the JSON output prints)."""
+def plan_tables(doc: PlanDocument) -> list[Any]:
+    """Rich renderables for a plan document."""
+    from rich.markup import escape
     from rich.table import Table
 
-    alloc = Table(title=f"plan {doc['plan_id']}: {doc['gpus']}× {doc['gpu']}", title_justify="left")
+    hours = doc.horizon_hours
+    title = f"plan {doc.plan_id}: {doc.gpus}× {escape(doc.gpu)}"
+    if hours > 1:
+        title += f", peak of {hours} hourly slots (instances at the busiest slot; $/h at that slot)"
+    alloc = Table(title=title, title_justify="left")
     for col, just in (("workload", "left"), ("cloud", "left"), ("location", "left"),
                       ("instance type", "left"), ("market", "left"), ("inst.", "right"),
-                      ("GPUs", "right"), ("$/h", "right")):
+                      ("GPUs", "right"), ("$/h", "right"), ("commitment", "left")):
         alloc.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    for a in doc["allocations"]:
-        n = a["instances"]
-        alloc.add_row(a["workload"], a["cloud"], a["zone"] or a["region"], a["instance_type"],
-                      a["market"], str(n), str(n * a["gpus_per_instance"]),
-                      f"${a['hourly_usd']:,.2f}")
+    for a in doc.allocations:
+        n = a.instances
+        alloc.add_row(escape(a.workload), a.cloud, escape(a.location), escape(a.instance_type), a.market, str(n),
+                      str(n * a.gpus_per_instance), money(a.unit_hourly_usd * n), "")
+    for r in doc.reservations:
+        users = ", ".join(sorted(r.gpus_used_by_slot)) or "idle"
+        alloc.add_row(escape(users), r.cloud, escape(r.location), escape(r.instance_type), r.market,
+                      str(r.instances), str(r.instances * r.gpus_per_instance), money(r.hourly_usd),
+                      f"commits {money(r.commitment_total_usd)} over {r.term_label}")
+    c = doc.costs
     summary = Table(show_header=False, box=None)
     summary.add_column(justify="left", no_wrap=True)
     summary.add_column(justify="left")
-    hours = doc["horizon_hours"]
-    summary.add_row("hourly cost" if hours == 1 else "hourly cost (average)", f"${doc['hourly_cost_usd']:,.2f}")
-    summary.add_row("monthly (730 h)", f"${doc['monthly_cost_usd']:,.2f}")
+    summary.add_row("hourly cost, billed" if hours == 1 else "hourly cost, billed (average)", money(c.hourly_usd))
+    summary.add_row("monthly (730 h)", money(c.monthly_usd))
     if hours > 1:
-        summary.add_row(f"over the {hours} h horizon", f"${doc['total_cost_usd']:,.2f}")
-    summary.add_row("proven lower bound / gap",
-                    f"${doc['lower_bound_usd'] / hours:,.2f}/h / {doc['gap']:.2%}")
-    b, s = doc["baselines"], doc["savings"]
-    for label, key, skey in (
-        (f"all on-demand in {b['all_on_demand_location']}", "all_on_demand_usd", "vs_all_on_demand"),
-        ("best single offer", "best_single_offer_usd", "vs_best_single_offer"),
-        ("reserved base + spot rest", "reserved_plus_spot_usd", "vs_reserved_plus_spot"),
-    ):
-        if b[key] is None:
-            summary.add_row(label, "not available")
+        summary.add_row(f"over the {hours} h horizon", money(c.horizon_usd))
+    summary.add_row("expected spot interruption overhead",
+                    f"{money(c.expected_interruption_usd / hours, Decimal('0.0001'))}/h (lost work; not billed)")
+    summary.add_row("objective (billed + overhead)", f"{money(c.objective_usd / hours)}/h")
+    summary.add_row("proven lower bound on the objective / gap",
+                    f"{money(c.lower_bound_usd / hours)}/h / {c.gap:.2%}")
+    if doc.reservations:
+        summary.add_row("commitment", escape(doc.commitments.summary))
+    for b in doc.baselines:
+        label = escape(b.description if b.where is None else f"{b.description}: {b.where}")
+        if b.hourly_usd is None or b.saving_fraction is None:
+            summary.add_row(label, f"not available: {escape(b.reason or 'cannot be built')}")
             continue
-        hourly = b[key] / hours
-        summary.add_row(label, f"${hourly:,.2f}/h  (plan saves {s[skey]['fraction']:.1%})")
-    if doc["binding_constraints"]:
-        summary.add_row("binding", "; ".join(doc["binding_constraints"]))
-    summary.add_row("offers", f"{doc['offers_considered']} in the model; {doc['offers_dropped_as_dominated']} "
+        summary.add_row(label, f"{money(b.hourly_usd)}/h  (plan saves {b.saving_fraction:.1%})")
+    if doc.solve.binding:
+        summary.add_row("binding", escape("; ".join(doc.solve.binding)))
+    summary.add_row("offers", f"{doc.solve.offers_considered} in the model; {doc.solve.offers_left_out} "
                     "left out as dominated or provably unable to improve the plan")
+    for w in doc.warnings:
+        summary.add_row("warning", escape(w))
     return [alloc, summary]
 
 
-def slot_runs(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, int]]]:
+def gpus_by_market(doc: PlanDocument) -> list[dict[str, int]]:
+    """GPUs in use per market in each slot (reservations: the GPUs in use, not the ones held)."""
+    per_slot: list[dict[str, int]] = [{} for _ in range(doc.horizon_hours)]
+    for a in doc.allocations:
+        for t, n in enumerate(a.instances_by_slot):
+            if n:
+                per_slot[t][a.market] = per_slot[t].get(a.market, 0) + n * a.gpus_per_instance
+    for r in doc.reservations:
+        for t in range(doc.horizon_hours):
+            used = sum(v[t] for v in r.gpus_used_by_slot.values())
+            if used:
+                per_slot[t][r.market] = per_slot[t].get(r.market, 0) + used
+    return per_slot
+
+
+def slot_runs(doc: PlanDocument) -> list[tuple[int, int, dict[str, int]]]:
     """Runs of consecutive slots with the same GPUs per market: (first, last, {market: GPUs})."""
-    hours = doc["horizon_hours"]
-    per_slot: list[dict[str, int]] = []
-    for t in range(hours):
-        row: dict[str, int] = {}
-        for a in doc["allocations"]:
-            row[a["market"]] = row.get(a["market"], 0) + a["instances_by_slot"][t] * a["gpus_per_instance"]
-        per_slot.append(row)
     runs: list[tuple[int, int, dict[str, int]]] = []
-    for t, row in enumerate(per_slot):
+    for t, row in enumerate(gpus_by_market(doc)):
         if runs and runs[-1][2] == row:
             runs[-1] = (runs[-1][0], t, row)
         else:
@@ -239,16 +166,16 @@ def slot_runs(doc: dict[str, Any]) -> list[tuple[int, int, dict[str, int]]]:
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
-def slot_label(doc: dict[str, Any], first: int, last: int) -> str:
+def slot_label(doc: PlanDocument, first: int, last: int) -> str:
     def one(t: int, end: bool) -> str:
         hour = (t + 1 if end else t) % 24
-        if doc.get("slot_origin") == "week":
+        if doc.slot_origin == "week":
             return f"{_DAYS[(t // 24) % 7]} {hour:02d}:00"
         return f"{hour:02d}:00"
     return f"{one(first, False)}–{one(last, True)}"
 
 
-def slot_chart(doc: dict[str, Any], width: int = 60) -> Any:
+def slot_chart(doc: PlanDocument, width: int = 60) -> Any:
     """GPUs by market per run of slots, as coloured bars (local time of the policy)."""
     from rich.table import Table
     from rich.text import Text
@@ -256,7 +183,7 @@ def slot_chart(doc: dict[str, Any], width: int = 60) -> Any:
     colours = {"reserved_1y": "blue", "reserved_3y": "cyan", "on_demand": "yellow", "spot": "green"}
     runs = slot_runs(doc)
     peak = max((sum(r.values()) for _a, _b, r in runs), default=0) or 1
-    legend = Text(f"GPUs by market, {doc.get('timezone', 'UTC')} local time  ")
+    legend = Text(f"GPUs by market, {doc.timezone} local time  ")
     for label, market in (("reserved", "reserved_1y"), ("on demand", "on_demand"), ("spot", "spot")):
         legend.append("█ ", style=colours[market]).append(f"{label}  ")
     table = Table(title=legend, title_justify="left", box=None)

@@ -14,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpuprov.errors import ConfigError
+from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, DEFAULT_LOST_HOURS
 from policies.model import (
     DAYS,
     WORKLOADS,
@@ -27,12 +28,6 @@ from policies.model import (
 
 MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 CLOUDS = ("aws", "gcp", "azure")
-# Expected interruptions per instance-hour on spot, by cloud. AWS: the Spot Instance
-# Advisor puts most GPU types in its ">20% a month" bucket (≈ 0.2 / 730 h); GCP and Azure
-# publish no rate and can preempt at any time, so we assume about one a month (1 / 730 h).
-# Override per policy with `spot_interruption: {aws: 0.001, …}`.
-DEFAULT_INTERRUPTIONS_PER_HOUR = {"aws": Decimal("0.0003"), "gcp": Decimal("0.0014"), "azure": Decimal("0.0014")}
-DEFAULT_LOST_HOURS = {"training": Decimal("1.0"), "inference": Decimal("0.05")}
 
 
 def valid_timezone(name: str) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from gpuprov.errors import GuardError, ProvisioningError
 from gpuprov.models import Cloud, Market
+from gpuprov.plandoc import PlanDocument
 from provisioner.base import Driver, InstanceHandle, LaunchRequest, launch_token
 
 Pool = tuple[str, str, str, str, str, str]
@@ -75,35 +76,33 @@ def pool_of(r: LaunchRequest) -> Pool:
     return (r.cloud.value, r.region, r.zone or "", r.instance_type, r.market.value, r.workload)
 
 
-def wanted(doc: Mapping[str, Any], slot: int) -> dict[Pool, Want]:
-    """Instances the plan wants in each pool in this slot (reservations are held in every slot)."""
-    gangs = {name for name, w in (doc.get("workloads") or {}).items() if w.get("gang")}
+def wanted(doc: PlanDocument, slot: int) -> dict[Pool, Want]:
+    """Instances the plan wants in each pool in this slot: on-demand and spot allocations, and
+    the reserved instances each workload uses (``PlanDocument.placements``)."""
     out: dict[Pool, Want] = {}
-    for a in doc["allocations"]:
-        counts = a["instances_by_slot"]
-        n = counts[slot % len(counts)]
-        pool: Pool = (a["cloud"], a["region"], a["zone"] or "", a["instance_type"], a["market"], a["workload"])
+    for a in doc.placements():
+        n = a.instances_by_slot[slot % len(a.instances_by_slot)]
+        pool: Pool = a.pool
         prev = out.get(pool)
-        out[pool] = Want(pool, n + (prev.count if prev else 0), Decimal(str(a["unit_hourly_usd"])),
-                         a["workload"] in gangs, a.get("gpu"), int(a.get("gpus_per_instance", 0)))
+        out[pool] = Want(pool, n + (prev.count if prev else 0), a.unit_hourly_usd,
+                         doc.is_gang(a.workload), a.gpu, a.gpus_per_instance)
     return out
 
 
-def unit_prices(docs: Sequence[Mapping[str, Any]]) -> dict[Pool, Decimal]:
+def unit_prices(docs: Sequence[PlanDocument]) -> dict[Pool, Decimal]:
     """Per-instance prices by pool, as the plans that launched them priced them."""
     out: dict[Pool, Decimal] = {}
     for d in docs:
-        for a in d["allocations"]:
-            pool: Pool = (a["cloud"], a["region"], a["zone"] or "", a["instance_type"], a["market"], a["workload"])
-            out[pool] = Decimal(str(a["unit_hourly_usd"]))
+        for a in d.placements():
+            out[a.pool] = a.unit_hourly_usd
     return out
 
 
-def diff(doc: Mapping[str, Any], slot: int, actual: Sequence[InstanceHandle], owner: str,
+def diff(doc: PlanDocument, slot: int, actual: Sequence[InstanceHandle], owner: str,
          known_prices: Mapping[Pool, Decimal] | None = None) -> Diff:
     """``known_prices`` prices the running instances of pools this plan does not name (from the
     plans that launched them), so the budget guard sees what they cost while they still run."""
-    plan_id = doc["plan_id"]
+    plan_id = doc.plan_id
     want = wanted(doc, slot)
     prices = dict(known_prices or {})
     prices.update({p: w.unit_hourly_usd for p, w in want.items()})

@@ -16,7 +16,7 @@
   zone ID gets a subnet variable (``aws_subnet_id_use1_az4``); capacity reservations need the
   account's AZ *name* for the ID (``aws_availability_zone_use1_az4``).
 * Reserved instances are billing: they are listed in the ``aws_reserved_instances`` output, and an
-  ``aws_ec2_capacity_reservation`` is created only when the plan asks (``capacity_reservation``).
+  ``aws_ec2_capacity_reservation`` is created only when asked (``gpuprov terraform --capacity-reservation``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from terraform.plan import Allocation
+from gpuprov.plandoc import Allocation
 
 _NO_DEFAULT = object()
 

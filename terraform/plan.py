@@ -1,71 +1,34 @@
-"""A saved gpuprov plan (the JSON of ``gpuprov plan --save``), read into typed, validated values.
+"""The scaling-group view of a plan document (``gpuprov.plandoc``), for the renderers.
 
-Pure: no I/O. ``read_plan`` raises ``PlanFormatError`` (a ``ValueError``) naming the bad field.
+Pure: no I/O. ``read_plan`` takes the validated, typed document (never raw JSON) and raises
+``PlanFormatError`` (a ``ValueError``) only where the layout cannot be expressed in Terraform.
 
 Scaling groups: allocations are grouped per (cloud, region, zone, workload). A reserved
 allocation (workload "reserved") is a billing discount, not capacity of its own: it joins the
 group in the same cloud and region (and zone, when both have one) that runs its instance type,
 else one whose workload's node size matches its GPUs per instance (first by workload name);
 a reservation nothing matches becomes a group of its own, so that the paid-for capacity runs.
+Reserved capacity arrives per workload (``PlanDocument.placements``): the instances of a
+reservation each workload uses, in whole instances.
 """
 
 from __future__ import annotations
 
-import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
+from gpuprov.plandoc import Allocation, PlanDocument, WorkloadSpec
 from terraform.names import ident
 
 HOURS_PER_MONTH = Decimal(730)
-MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 CLOUDS = ("aws", "gcp", "azure")
-CYCLE_HOURS = {"day": 24, "week": 168}
+CYCLE_HOURS = {"constant": 24, "day": 24, "week": 168}
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
 class PlanFormatError(ValueError):
     """The plan document is not in the saved-plan format."""
-
-
-@dataclass(frozen=True)
-class Allocation:
-    cloud: str
-    region: str
-    zone: str | None
-    instance_type: str
-    market: str
-    workload: str
-    gpus_per_instance: int
-    unit_hourly_usd: Decimal
-    instances_by_slot: tuple[int, ...]
-
-    @property
-    def reserved(self) -> bool:
-        return self.market.startswith("reserved")
-
-    @property
-    def spot(self) -> bool:
-        return self.market == "spot"
-
-    @property
-    def instances(self) -> int:
-        return max(self.instances_by_slot)
-
-    @property
-    def location(self) -> str:
-        return self.zone or self.region
-
-
-@dataclass(frozen=True)
-class WorkloadSpec:
-    name: str
-    gang: bool = False
-    node_gpus: int | None = None
-    max_spot_fraction: Decimal = Decimal("0.5")
-    spread_zones: int = 1
 
 
 @dataclass(frozen=True)
@@ -188,7 +151,7 @@ class PlanDoc:
 
     def is_gang(self, workload: str) -> bool:
         spec = self.workloads.get(workload)
-        return workload == "training" or (spec is not None and spec.gang)
+        return spec is not None and spec.gang
 
     def groups(self, cloud: str) -> tuple[Group, ...]:
         return group_allocations(self, cloud)
@@ -250,107 +213,21 @@ def _match_reserved(plan: PlanDoc, r: Allocation,
 # ---------------------------------------------------------------------------- reading
 
 
-def read_plan(doc: Mapping[str, Any]) -> PlanDoc:
-    if not isinstance(doc, Mapping):
-        raise PlanFormatError("a plan is a JSON object")
-    plan_id = _req(doc, "plan_id", str)
-    origin = doc.get("slot_origin") or "day"
-    if origin not in CYCLE_HOURS:
-        raise PlanFormatError(f"slot_origin must be 'day' or 'week', not {origin!r}")
-    horizon = _req(doc, "horizon_hours", int)
-    if horizon != 1 and horizon != CYCLE_HOURS[origin]:
-        raise PlanFormatError(f"horizon_hours {horizon} does not fit slot_origin {origin!r} "
-                              f"(expected 1 or {CYCLE_HOURS[origin]})")
-    tz = doc.get("timezone") or "UTC"
-    try:
-        zoneinfo.ZoneInfo(tz)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-        raise PlanFormatError(f"unknown time zone {tz!r}") from exc
-    workloads = {name: _workload(name, spec) for name, spec in sorted(_obj(doc, "workloads").items())}
-    raw = list(doc.get("allocations") or [])
-    raw += [r for r in doc.get("reserved") or [] if r not in raw]
-    allocations = tuple(sorted((_allocation(i, a, horizon) for i, a in enumerate(raw)),
+def read_plan(doc: PlanDocument, capacity_reservation: bool = False) -> PlanDoc:
+    """The renderers' view of a validated plan document."""
+    if not isinstance(doc, PlanDocument):
+        raise PlanFormatError("a plan document (gpuprov.plandoc.PlanDocument) is required")
+    allocations = tuple(sorted(doc.placements(),
                                key=lambda a: (a.cloud, a.region, a.zone or "", a.workload, a.instance_type,
                                               a.market, a.instances_by_slot)))
     if not allocations:
         raise PlanFormatError("the plan has no allocations")
-    windows = tuple(_window(i, w, CYCLE_HOURS[origin]) for i, w in enumerate(doc.get("windows") or []))
+    windows = tuple(Window(w.name, w.start_slot % CYCLE_HOURS[doc.slot_origin],
+                           w.end_slot % CYCLE_HOURS[doc.slot_origin]) for w in doc.windows)
     if len({w.ident for w in windows}) != len(windows):
-        raise PlanFormatError("window names must be distinct")
+        raise PlanFormatError("window names must stay distinct as Terraform names")
     return PlanDoc(
-        plan_id=plan_id, gpu=str(doc.get("gpu") or ""), policy=str(doc.get("policy") or ""),
-        timezone=tz, slot_origin=origin, horizon_hours=horizon, windows=windows,
-        workloads=workloads, monthly_cost_usd=_money(doc, "monthly_cost_usd"),
-        hourly_cost_usd=_money(doc, "hourly_cost_usd"), allocations=allocations,
-        capacity_reservation=doc.get("capacity_reservation") is True)
-
-
-def _req(doc: Mapping[str, Any], key: str, kind: type) -> Any:
-    value = doc.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise PlanFormatError(f"{key} must be a {kind.__name__}, not {value!r}")
-    return value
-
-
-def _obj(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = doc.get(key) or {}
-    if not isinstance(value, Mapping):
-        raise PlanFormatError(f"{key} must be an object")
-    return value
-
-
-def _money(doc: Mapping[str, Any], key: str) -> Decimal:
-    value = doc.get(key, 0)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise PlanFormatError(f"{key} must be a number")
-    return Decimal(str(value))
-
-
-def _workload(name: str, spec: Any) -> WorkloadSpec:
-    if not isinstance(spec, Mapping):
-        raise PlanFormatError(f"workloads.{name} must be an object")
-    node = spec.get("node_gpus")
-    return WorkloadSpec(name=name, gang=spec.get("gang") is True,
-                        node_gpus=node if isinstance(node, int) else None,
-                        max_spot_fraction=Decimal(str(spec.get("max_spot_fraction", "0.5"))),
-                        spread_zones=int(spec.get("spread_zones") or 1))
-
-
-def _allocation(i: int, a: Any, horizon: int) -> Allocation:
-    where = f"allocations[{i}]"
-    if not isinstance(a, Mapping):
-        raise PlanFormatError(f"{where} must be an object")
-    cloud = a.get("cloud")
-    if cloud not in CLOUDS:
-        raise PlanFormatError(f"{where}.cloud must be one of {', '.join(CLOUDS)}, not {cloud!r}")
-    market = a.get("market")
-    if market not in MARKETS:
-        raise PlanFormatError(f"{where}.market must be one of {', '.join(MARKETS)}, not {market!r}")
-    for key in ("region", "instance_type", "workload"):
-        if not isinstance(a.get(key), str) or not a[key]:
-            raise PlanFormatError(f"{where}.{key} must be a non-empty string")
-    zone = a.get("zone")
-    if zone is not None and (not isinstance(zone, str) or not zone):
-        raise PlanFormatError(f"{where}.zone must be a string or null")
-    by_slot = a.get("instances_by_slot")
-    if by_slot is None and isinstance(a.get("instances"), int):
-        by_slot = [a["instances"]] * horizon
-    if (not isinstance(by_slot, list) or len(by_slot) != horizon
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in by_slot)):
-        raise PlanFormatError(f"{where}.instances_by_slot must be {horizon} counts ≥ 0")
-    gpus = a.get("gpus_per_instance")
-    if not isinstance(gpus, int) or gpus < 1:
-        raise PlanFormatError(f"{where}.gpus_per_instance must be a positive integer")
-    return Allocation(cloud=cloud, region=a["region"], zone=zone, instance_type=a["instance_type"],
-                      market=market, workload=a["workload"], gpus_per_instance=gpus,
-                      unit_hourly_usd=_money(a, "unit_hourly_usd"), instances_by_slot=tuple(by_slot))
-
-
-def _window(i: int, w: Any, cycle: int) -> Window:
-    if not isinstance(w, Mapping) or not isinstance(w.get("name"), str) or not w["name"]:
-        raise PlanFormatError(f"windows[{i}] needs a name")
-    for key in ("start_slot", "end_slot"):
-        v = w.get(key)
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= cycle:
-            raise PlanFormatError(f"windows[{i}].{key} must be a slot in 0..{cycle}")
-    return Window(w["name"], w["start_slot"] % cycle, w["end_slot"] % cycle)
+        plan_id=doc.plan_id, gpu=doc.gpu, policy=doc.policy or "", timezone=doc.timezone,
+        slot_origin=doc.slot_origin, horizon_hours=doc.horizon_hours, windows=windows,
+        workloads=doc.workloads, monthly_cost_usd=doc.costs.monthly_usd, hourly_cost_usd=doc.costs.hourly_usd,
+        allocations=allocations, capacity_reservation=capacity_reservation)

@@ -13,9 +13,10 @@ expected monthly cost.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
+from gpuprov.plandoc import PlanDocument
 from terraform import aws, azure, gcp
 from terraform.blocks import CloudDoc, money, output, variable
 from terraform.plan import PlanDoc, read_plan
@@ -31,9 +32,9 @@ RENDERERS: dict[str, Callable[[PlanDoc], CloudDoc]] = {
     "aws": aws.render, "gcp": gcp.render, "azure": azure.render}
 
 
-def render_plan(plan: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Map file name → Terraform JSON document for a saved plan (raises ``PlanFormatError``)."""
-    doc = read_plan(plan)
+def render_plan(plan: PlanDocument, capacity_reservation: bool = False) -> dict[str, dict[str, Any]]:
+    """Map file name → Terraform JSON document for a plan document (raises ``PlanFormatError``)."""
+    doc = read_plan(plan, capacity_reservation)
     files: dict[str, dict[str, Any]] = {}
     shared: set[str] = set()
     for cloud in doc.clouds:

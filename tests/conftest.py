@@ -19,6 +19,25 @@ def _isolated_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
     yield url
 
 
+@pytest.fixture(autouse=True)
+def _every_plan_round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Every plan document the planner writes in any test is read back equal by from_json."""
+    from gpuprov import planning
+    from gpuprov.plandoc import from_json, to_json
+
+    made: list[Any] = []
+    original = planning.document
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        doc = original(*args, **kwargs)
+        assert from_json(to_json(doc)) == doc, "plan document does not survive to_json/from_json"
+        made.append(doc)
+        return doc
+
+    monkeypatch.setattr(planning, "document", checked)
+    yield made
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, _isolated_db: str) -> str:
     """The test's own SQLite file, and (where CI started one) a clean PostgreSQL database."""

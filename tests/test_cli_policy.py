@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from gpuprov.cli import app
+from gpuprov.plandoc import from_json
 
 runner = CliRunner()
 
@@ -21,25 +23,27 @@ def run(*args: str) -> tuple[int, str, str]:
 def test_day_night_plan_meets_the_schedule_and_reports_baselines() -> None:
     code, out, err = run("plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "-o", "json")
     assert code == 0, err
-    doc = json.loads(out)
-    assert doc["horizon_hours"] == 24 and len(doc["slot_cost_usd"]) == 24
-    assert doc["timezone"] == "UTC" and doc["windows"] == [
-        {"name": "day", "start_slot": 8, "end_slot": 20}, {"name": "night", "start_slot": 20, "end_slot": 8}]
+    doc = from_json(out)
+    assert doc.horizon_hours == 24 and len(doc.costs.slot_usd) == 24
+    assert doc.timezone == "UTC" and [(w.name, w.start_slot, w.end_slot) for w in doc.windows] == [
+        ("day", 8, 20), ("night", 20, 8)]
     for t in range(24):
         for w in ("training", "inference"):
-            held = sum(a["instances_by_slot"][t] * a["gpus_per_instance"]
-                       for a in doc["allocations"] if a["workload"] == w)
-            held += sum(r["used_by_slot"].get(w, [0] * 24)[t] * r["gpus_per_instance"] for r in doc["reserved"])
-            assert held >= doc["demand"][w][t] - 0.01
-    assert doc["demand"]["inference"][12] == 45 and doc["demand"]["training"][2] == 51
-    total = sum(doc["slot_cost_usd"])
-    assert doc["total_cost_usd"] == pytest.approx(total)
-    for key in ("all_on_demand_usd", "best_single_offer_usd", "reserved_plus_spot_usd"):
-        assert doc["baselines"][key] >= doc["total_cost_usd"] - 1e-6
-    assert doc["lower_bound_usd"] <= doc["objective_usd"] + 1e-6
-    training_places = {(a["cloud"], a["zone"] or a["region"]) for a in doc["allocations"]
-                       if a["workload"] == "training"}
-    assert len(training_places) <= 1
+            held = sum(a.instances_by_slot[t] * a.gpus_per_instance for a in doc.allocations if a.workload == w)
+            held += sum(r.gpus_used_by_slot.get(w, (0,) * 24)[t] for r in doc.reservations)
+            assert held >= doc.demand[w][t]
+            # what apply would run for w (whole instances) holds it too
+            runs = sum(a.instances_by_slot[t] * a.gpus_per_instance for a in doc.placements() if a.workload == w)
+            assert runs >= doc.demand[w][t]
+    assert doc.demand["inference"][12] == 45 and doc.demand["training"][2] == 51
+    assert doc.costs.horizon_usd == sum(doc.costs.slot_usd, Decimal(0))
+    for b in doc.baselines:
+        assert b.horizon_usd is None or b.horizon_usd >= doc.costs.horizon_usd, b
+    assert doc.costs.lower_bound_usd <= doc.costs.objective_usd
+    training_sites = {(a.cloud, a.location, a.gpu) for a in doc.placements() if a.workload == "training"}
+    assert len(training_sites) <= 1
+    for r in doc.reservations:          # training takes whole reserved nodes
+        assert all(g % r.gpus_per_instance == 0 for g in r.gpus_used_by_slot.get("training", ()))
 
 
 def test_table_output_has_the_chart_and_savings(tmp_path: Path) -> None:
@@ -54,9 +58,9 @@ def test_flags_override_the_policy() -> None:
     code, out, err = run("plan", "--policy", "day-night", "--gpus", "16", "--type", "h100", "--hours", "168",
                          "--max-spot-fraction", "0", "--timezone", "Europe/Berlin", "-o", "json")
     assert code == 0, err
-    doc = json.loads(out)
-    assert doc["horizon_hours"] == 168 and doc["timezone"] == "Europe/Berlin"
-    assert all(a["market"] != "spot" for a in doc["allocations"])
+    doc = from_json(out)
+    assert doc.horizon_hours == 168 and doc.timezone == "Europe/Berlin"
+    assert all(a.market != "spot" for a in doc.allocations)
 
 
 def test_save_then_list_then_same_id_again() -> None:

@@ -122,7 +122,8 @@ def test_all_on_demand_baseline_is_the_cheapest_single_location() -> None:
               off("b", "on_demand", 1, "4"), off("a", "spot", 8, "1")]
     request = PlanRequest(gpu="A100-80GB", workloads=(Workload("cluster", D("0.5")),),
                           demand={"cluster": (10,)}, offers=offers)
-    assert baselines.all_on_demand(request, offers) == (D(38), "b")   # 30 + 2×4; a: 2×32
+    got = baselines.all_on_demand(request, offers)
+    assert (got.cost, got.where) == (D(38), "b")   # 30 + 2×4; a: 2×32
     assert baselines.min_cover_cost(10_000, [(8, D(24)), (1, D(4))]) == D(30_000)
     assert baselines.min_cover_cost(13, [(8, D(24)), (1, D(4))]) == D(44)
 
@@ -170,6 +171,43 @@ def test_min_cover_cost_matches_a_full_search(demand: int, options: list[tuple[i
     for d in range(1, demand + 1):
         full[d] = min(p + full[max(0, d - g)] for g, p in priced)
     assert baselines.min_cover_cost(demand, priced) == full[demand]
+
+
+@settings(max_examples=60, deadline=None)
+@given(demand=st.integers(min_value=0, max_value=120), slack=st.integers(0, 20),
+       options=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 8, 16]), st.integers(1, 60)), min_size=1, max_size=4))
+def test_capped_cover_matches_a_full_search(demand: int, slack: int, options: list[tuple[int, int]]) -> None:
+    priced = [(g, D(p)) for g, p in options]
+    cap = demand + slack
+    exact: list[D | None] = [D(0)] + [None] * cap      # least cost of exactly c GPUs
+    for c in range(1, cap + 1):
+        cands = [p + v for g, p in priced if g <= c and (v := exact[c - g]) is not None]
+        exact[c] = min(cands) if cands else None
+    found = [(v, c) for c in range(demand, cap + 1) if (v := exact[c]) is not None]
+    want = min(found) if found else None
+    assert baselines.cover(demand, priced, cap) == (want if demand > 0 else (D(0), 0))
+
+
+def test_baselines_keep_the_spot_ceiling_gang_and_spread() -> None:
+    offers = [off("a", "on_demand", 8, "32"), off("a", "spot", 8, "8"), off("a", "reserved_1y", 8, "20"),
+              off("b", "on_demand", 8, "30"), off("b", "spot", 8, "2")]
+    gang = Workload("training", D("0.5"), 8, gang=True)
+    # reserved base (8 GPUs, the quietest slot) + spot up to half of demand + on demand above, all in one zone
+    req = PlanRequest(gpu="A100-80GB", workloads=(gang,), demand={"training": (8, 32)}, offers=offers)
+    rps = baselines.reserved_plus_spot(req, offers)
+    # zone a: slot 0 = 20; slot 1 = 20 + 2 spot (16 GPUs = ceiling) + 1 on demand = 20 + 16 + 32 = 68
+    # zone b has no reservation: the rule cannot be followed there
+    assert rps.cost == D(20) + D(68)
+    # a spread workload cannot sit on one offer
+    spread = Workload("inference", D(0), 8, spread_zones=2)
+    req = PlanRequest(gpu="A100-80GB", workloads=(spread,), demand={"inference": (16,)}, offers=offers)
+    single = baselines.best_single_offer(req, offers)
+    assert single.cost is None and single.reason and "spread" in single.reason
+    aod = baselines.all_on_demand(req, offers)
+    assert aod.cost == D(62) and aod.where is not None and "a" in aod.where and "b" in aod.where   # 8 in a, 8 in b
+    # no reserved market: the rule is not available, and says why
+    flex = [o for o in offers if not o.market.is_reserved]
+    assert baselines.reserved_plus_spot(req, flex).reason == "no reserved offer in the request's markets"
 
 
 def test_cbc_bound_takes_the_best_proven_line() -> None:

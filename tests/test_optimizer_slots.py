@@ -33,7 +33,7 @@ def gpus_at(plan: Plan, t: int, workload: str | None = None, market: Market | No
             if workload is None:
                 n += r.offer.gpus_per_instance * r.instances
             else:
-                n += r.offer.gpus_per_instance * r.used_by_slot.get(workload, (D(0),) * (t + 1))[t]
+                n += r.gpus_used_by_slot.get(workload, (0,) * (t + 1))[t]
     return n
 
 
@@ -47,7 +47,7 @@ def test_a_reservation_serves_training_by_night_and_inference_by_day() -> None:
     assert [(r.instances, r.offer.market) for r in plan.reservations] == [(1, Market.RESERVED_1Y)]
     assert plan.allocations == ()
     assert plan.total_cost_usd == D(40)
-    assert plan.reservations[0].used_by_slot == {"training": (D(1), D(0)), "inference": (D(0), D(1))}
+    assert plan.reservations[0].gpus_used_by_slot == {"training": (8, 0), "inference": (0, 8)}
 
 
 def test_reservation_only_pays_when_used_often_enough() -> None:
@@ -158,7 +158,7 @@ def test_properties_over_slots(offers: list[Offer], train: list[int], infer: lis
             spot = gpus_at(plan, t, w, Market.SPOT)
             assert spot <= D(s_train if w == "training" else s_infer) * demand
         for r in plan.reservations:
-            assert sum(v[t] for v in r.used_by_slot.values()) <= r.instances + D("0.01")
+            assert sum(v[t] for v in r.gpus_used_by_slot.values()) <= r.instances * r.offer.gpus_per_instance
     held = sum((r.offer.hourly_usd * r.instances for r in plan.reservations), D(0))
     for t in range(3):
         assert plan.slot_cost_usd[t] == held + sum((a.offer.hourly_usd * a.instances_by_slot[t]
@@ -166,5 +166,5 @@ def test_properties_over_slots(offers: list[Offer], train: list[int], infer: lis
     assert plan.lower_bound_usd <= (plan.objective_usd or plan.total_cost_usd)
     if gang:
         places = {a.offer.location for a in plan.allocations if a.workload == "training"}
-        places |= {r.offer.location for r in plan.reservations if "training" in r.used_by_slot}
+        places |= {r.offer.location for r in plan.reservations if "training" in r.gpus_used_by_slot}
         assert len(places) <= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -63,12 +64,14 @@ def test_a_failed_write_leaves_the_current_snapshot_alone(db_url: str) -> None:
 def test_plans_and_state_on_every_database(db_url: str) -> None:
     from gpuprov.store.plans import PlanStore
     from gpuprov.store.state import FleetStore, PassRecord, StateStore
+    from tests.plans import planned
 
     plans = PlanStore(db_url)
-    doc = {"plan_id": "abc123", "gpu": "H100", "gpus": 8, "hourly_cost_usd": 12.5, "policy": None}
+    doc = replace(planned("day_night"), plan_id="abc123")
     plans.save(doc)
     plans.save(doc)
     assert plans.get("abc") == doc and [p.id for p in plans.list()] == ["abc123"]
+    assert plans.list()[0].hourly_usd == str(doc.costs.hourly_usd.quantize(Decimal("0.0001")))
     state = StateStore(db_url)
     entry = state.begin("fleet", "abc123", "launch", "tok", ["aws", "r", "z", "t", "spot", "w"], T0)
     assert [e.state for e in state.journal("fleet", pending_only=True)] == ["pending"]

@@ -6,40 +6,50 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
-from gpuprov.errors import CapacityError, InfeasibleError, ProvisioningError, StalePricesError, UsageError
+from gpuprov.errors import (
+    CapacityError,
+    InfeasibleError,
+    PlanFormatError,
+    ProvisioningError,
+    StalePricesError,
+    UsageError,
+)
 from gpuprov.models import Cloud
+
+if TYPE_CHECKING:
+    from gpuprov.plandoc import PlanDocument
 
 FAULT_ENV = "GPUPROV_FAULT"        # testing only: "after-launch:3" SIGKILLs the run after its 3rd launch
 MAX_FAILOVERS = 10
 
 
-def _slot(doc: Mapping[str, Any], when: datetime) -> int:
+def _slot(doc: PlanDocument, when: datetime) -> int:
     from gpuprov.planning import slot_at
 
     return slot_at(doc, when)
 
 
-def scope(docs: Sequence[Mapping[str, Any]], mirrored: Sequence[Any]) -> tuple[set[Cloud], dict[Cloud, set[str]],
+def scope(docs: Sequence[PlanDocument], mirrored: Sequence[Any]) -> tuple[set[Cloud], dict[Cloud, set[str]],
                                                                       dict[Cloud, set[str]]]:
     clouds: set[Cloud] = set()
     regions: dict[Cloud, set[str]] = {c: set() for c in Cloud}
     zones: dict[Cloud, set[str]] = {c: set() for c in Cloud}
     for doc in docs:
-        for a in doc["allocations"]:
-            cloud = Cloud(a["cloud"])
+        for a in doc.placements():
+            cloud = Cloud(a.cloud)
             clouds.add(cloud)
-            regions[cloud].add(a["region"])
-            if a["zone"]:
-                zones[cloud].add(a["zone"])
+            regions[cloud].add(a.region)
+            if a.zone:
+                zones[cloud].add(a.zone)
     for h in mirrored:
         clouds.add(h.cloud)
         regions[h.cloud].add(h.region)
@@ -60,14 +70,14 @@ def _fault() -> Callable[[str, int], None] | None:
     return hook
 
 
-def check_fresh(doc: Mapping[str, Any], limit_h: Decimal, allow_stale: bool, when: datetime) -> None:
-    as_of = doc.get("catalog", {}).get("as_of")
-    if not as_of or allow_stale:
+def check_fresh(doc: PlanDocument, limit_h: Decimal, allow_stale: bool, when: datetime) -> None:
+    as_of = doc.catalog_as_of
+    if as_of is None or allow_stale:
         return
-    age = when - datetime.fromisoformat(as_of)
+    age = when - as_of
     if age > timedelta(hours=float(limit_h)):
         raise StalePricesError(
-            f"plan {doc['plan_id']} rests on prices from {as_of[:10]}, {age.days} days old "
+            f"plan {doc.plan_id} rests on prices from {as_of:%Y-%m-%d}, {age.days} days old "
             f"(the limit is {limit_h} h)",
             hint="refresh prices and plan again, or pass --allow-stale to apply anyway")
 
@@ -122,10 +132,10 @@ def register(app: typer.Typer) -> None:
         if limit < 0:
             raise UsageError("--max-launch must be at least 0")
         doc = _load_plan(plan)
-        planned_cap = (doc.get("request") or {}).get("budget_per_hour")
+        planned_cap = doc.request.budget_per_hour
         cap = (common.parse_decimal(budget, "--budget", Decimal(0)) if budget
                else cfg.limits.budget_per_hour if cfg.limits.budget_per_hour is not None
-               else None if planned_cap is None else Decimal(planned_cap))
+               else planned_cap)
         when = common.now()
         try:
             check_fresh(doc, cfg.limits.max_price_age_hours, allow_stale, when)
@@ -134,8 +144,8 @@ def register(app: typer.Typer) -> None:
                 raise
             common.warn(f"{exc.message}; --yes will refuse without --allow-stale")
         at = _slot(doc, when) if slot is None else slot
-        if not 0 <= at < doc["horizon_hours"]:
-            raise UsageError(f"--slot must be between 0 and {doc['horizon_hours'] - 1}")
+        if not 0 <= at < doc.horizon_hours:
+            raise UsageError(f"--slot must be between 0 and {doc.horizon_hours - 1}")
         state = StateStore()
         mirrored, _ = state.mirrored(who)
         clouds, regions, zones = scope([doc], mirrored)
@@ -194,12 +204,12 @@ def register(app: typer.Typer) -> None:
             drivers = driver_factory.make(clouds, regions, zones, cfg)
             handles = [h for d in drivers.values() for h in d.describe(who)]
             state.mirror(who, handles, common.now())
-        plans: dict[str, dict[str, Any] | None] = {}
+        plans: dict[str, PlanDocument | None] = {}
         store = PlanStore()
         for pid in sorted({h.plan_id for h in handles}):
             try:
                 plans[pid] = store.get(pid)
-            except UsageError:
+            except (UsageError, PlanFormatError):
                 plans[pid] = None
         groups: dict[tuple[str, ...], list[Any]] = {}
         for h in handles:
@@ -218,10 +228,12 @@ def register(app: typer.Typer) -> None:
                     price, want = w.unit_hourly_usd, w.count
             rows.append({"plan": key[0], "cloud": key[1], "location": key[2], "instance_type": key[3],
                          "market": key[4], "workload": key[5], "instances": len(hs), "planned": want,
-                         "hourly_usd": None if price is None else float(price * len(hs))})
-        total = sum(r["hourly_usd"] or 0 for r in rows)
+                         "hourly_usd": None if price is None else price * len(hs)})
+        total = sum((r["hourly_usd"] or Decimal(0) for r in rows), Decimal(0))
         if fmt == "json":
-            json.dump({"owner": who, "instances": len(handles), "hourly_usd": total, "groups": rows},
+            for r in rows:
+                r["hourly_usd"] = None if r["hourly_usd"] is None else str(r["hourly_usd"])
+            json.dump({"owner": who, "instances": len(handles), "hourly_usd": str(total), "groups": rows},
                       sys.stdout, indent=2)
             sys.stdout.write("\n")
             return
@@ -260,19 +272,19 @@ def register(app: typer.Typer) -> None:
         clouds, regions, zones = scope(docs, mirrored)
         drivers = driver_factory.make(clouds, regions, zones, cfg)
         actual = [h for d in drivers.values() for h in d.describe(who)]
-        doomed = [h for h in actual if not plan or h.plan_id == docs[0]["plan_id"]]
+        doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
         out = common.console()
         if not yes:
             out.print(f"would terminate {len(doomed)} instances of fleet {who}; pass --yes to do it")
             return
-        d = Diff(plan_id=docs[0]["plan_id"] if docs else "destroy", slot=0, terminate=doomed)
+        d = Diff(plan_id=docs[0].plan_id if docs else "destroy", slot=0, terminate=doomed)
         execute(d, drivers, state, who, common.now, max_launch=0, fault=_fault())
         remaining = [h for drv in drivers.values() for h in drv.describe(who)]
         state.mirror(who, remaining, common.now())
         out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
 
 
-def _plans_of(handles: Sequence[Any]) -> list[dict[str, Any]]:
+def _plans_of(handles: Sequence[Any]) -> list[PlanDocument]:
     """The saved plans the running instances came from (those still known)."""
     from gpuprov.store.plans import PlanStore
 
@@ -280,16 +292,16 @@ def _plans_of(handles: Sequence[Any]) -> list[dict[str, Any]]:
     for pid in sorted({h.plan_id for h in handles if h.plan_id}):
         try:
             out.append(store.get(pid))
-        except UsageError:
+        except (UsageError, PlanFormatError):
             continue
     return out
 
 
-def _replan(doc: dict[str, Any], state: Any, tried: list[str]) -> dict[str, Any]:
+def _replan(doc: PlanDocument, state: Any, tried: list[str]) -> PlanDocument:
     from gpuprov import planning
 
     catalog, snapshots = common.open_catalog()
-    offers = common.read_offers(catalog, doc["request"]["gpu_names"])
+    offers = common.read_offers(catalog, doc.request.gpu_names)
     unavailable = set(state.unavailable(common.now()))
     try:
         return planning.replan(doc, offers, snapshots, unavailable, common.now())
@@ -298,16 +310,16 @@ def _replan(doc: dict[str, Any], state: Any, tried: list[str]) -> dict[str, Any]
                                 hint=exc.message) from exc
 
 
-def _report(fmt: str, doc: Mapping[str, Any], slot: int, d: Any, dry: bool, console: Any) -> None:
-    summary = {"plan_id": doc["plan_id"], "slot": slot, "dry_run": dry, "launch": len(d.launch),
-               "terminate": len(d.terminate), "keep": len(d.keep), "hourly_usd_before": float(d.hourly_before),
-               "hourly_usd_after": float(d.hourly_after)}
+def _report(fmt: str, doc: PlanDocument, slot: int, d: Any, dry: bool, console: Any) -> None:
+    summary = {"plan_id": doc.plan_id, "slot": slot, "dry_run": dry, "launch": len(d.launch),
+               "terminate": len(d.terminate), "keep": len(d.keep), "hourly_usd_before": str(d.hourly_before),
+               "hourly_usd_after": str(d.hourly_after)}
     if fmt == "json":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     verb = "would" if dry else "did"
-    console.print(diff_table(d, f"plan {doc['plan_id']}, slot {slot}: {verb} launch {len(d.launch)}, "
+    console.print(diff_table(d, f"plan {doc.plan_id}, slot {slot}: {verb} launch {len(d.launch)}, "
                                 f"terminate {len(d.terminate)}, keep {len(d.keep)}"))
     console.print(f"hourly cost ${d.hourly_before:,.2f} -> ${d.hourly_after:,.2f}"
                   + ("   (dry run: pass --yes to act)" if dry else ""))

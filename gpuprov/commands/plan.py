@@ -10,7 +10,6 @@ import typer
 
 from gpuprov.commands import common
 from gpuprov.errors import UsageError
-from gpuprov.models import Workload
 
 DEFAULT_MAX_PRICE_AGE_H = Decimal(24)
 
@@ -63,13 +62,12 @@ def register(app: typer.Typer) -> None:
             from pricing.gpus import resolve
 
             names = resolve(gpu_type)
-            workload = Workload(name="cluster", max_spot_fraction=spot if spot is not None else Decimal("0.5"),
-                                node_gpus=node_gpus, gang=node_gpus is not None and node_gpus >= 8)
+            workload = planning.flags_workload(node_gpus, spot)
             spec = planning.flags_spec(
                 names, gpus, workload, None if allowed_clouds is None else [c.value for c in allowed_clouds],
                 None if allowed_markets is None else [m.value for m in allowed_markets], common.split(region),
                 solver, gap, time_limit)
-            context = planning.flags_context(workload)
+            context = planning.flags_context()
             max_age, total = DEFAULT_MAX_PRICE_AGE_H, gpus
         else:
             from policies import constraints, loader
@@ -108,8 +106,9 @@ def register(app: typer.Typer) -> None:
 
             charts.write_png(doc, chart)
         if fmt == "json":
-            json.dump(doc, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            from gpuprov.plandoc import to_json
+
+            sys.stdout.write(to_json(doc) + "\n")
             return
         from gpuprov import render
 
@@ -117,12 +116,24 @@ def register(app: typer.Typer) -> None:
         out.print(render.catalog_header(snapshots, when))
         for block in render.plan_tables(doc):
             out.print(block)
-        if doc["horizon_hours"] > 1:
+        if doc.horizon_hours > 1:
             out.print(render.slot_chart(doc))
         if save:
             out.print(f"saved plan {pid}: gpuprov terraform {pid} --out infra/")
         if chart:
             out.print(f"chart written to {chart}")
+
+    schema_app = typer.Typer(help="JSON Schemas of gpuprov's documents.", no_args_is_help=True)
+
+    @schema_app.command("plan")
+    def schema_plan() -> None:
+        """The JSON Schema of the plan document (plan --output json, plan --save), from its model."""
+        from gpuprov.plandoc import json_schema
+
+        json.dump(json_schema(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+
+    app.add_typer(schema_app, name="schema")
 
     @app.command()
     def plans(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
@@ -133,16 +144,17 @@ def register(app: typer.Typer) -> None:
         saved = PlanStore().list()
         if fmt == "json":
             json.dump([{"id": p.id, "created_at": p.created_at.isoformat(), "gpu": p.gpu, "gpus": p.gpus,
-                        "policy": p.policy, "hourly_usd": float(p.hourly_usd)} for p in saved], sys.stdout, indent=2)
+                        "policy": p.policy, "hourly_usd": p.hourly_usd} for p in saved], sys.stdout, indent=2)
             sys.stdout.write("\n")
             return
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(title=f"{len(saved)} saved plans", title_justify="left")
         for col in ("id", "created (UTC)", "GPUs", "policy", "$/h"):
             table.add_column(col)
         for p in saved:
-            table.add_row(p.id, f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.gpus}× {p.gpu}", p.policy,
-                          f"${float(p.hourly_usd):,.2f}")
+            table.add_row(escape(p.id), f"{p.created_at:%Y-%m-%d %H:%M}", escape(f"{p.gpus}× {p.gpu}"),
+                          escape(p.policy), f"${Decimal(p.hourly_usd):,.2f}")
         common.console().print(table)
 

@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpuprov.commands import common
 from gpuprov.errors import ConfigError, UsageError
 
+if TYPE_CHECKING:
+    from gpuprov.plandoc import PlanDocument
 
-def _load_plan(spec: str) -> dict[str, Any]:
-    """A saved plan id (or prefix), or a plan JSON file as ``plan --output json`` prints it."""
+
+def _load_plan(spec: str) -> PlanDocument:
+    """A saved plan id (or prefix), or a plan JSON file as ``plan --output json`` prints it;
+    validated (``plandoc.from_json``): nothing is rendered or launched from a bad document."""
+    from gpuprov.plandoc import MAX_DOCUMENT_BYTES, from_json
+
     path = Path(spec)
     if spec.endswith(".json") or path.is_file():
         try:
-            doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read plan file {spec}: {exc}") from None
-        return doc
+            if path.stat().st_size > MAX_DOCUMENT_BYTES:
+                raise UsageError(f"plan file {spec} is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB")
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"plan file {spec} is not UTF-8 text") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read plan file {spec}: {exc.strerror or exc}") from None
+        return from_json(text, where=f"plan file {spec}")
     from gpuprov.store.plans import PlanStore
 
     return PlanStore().get(spec)
@@ -32,6 +41,8 @@ def register(app: typer.Typer) -> None:
         plan: str = typer.Argument(None, help="saved plan id (see gpuprov plans) or a plan JSON file"),
         out: str = typer.Option(None, "--out", help="directory to write the .tf.json files into"),
         check: str = typer.Option(None, "--check", help="check a directory of .tf.json against the provider schemas"),
+        capacity_reservation: bool = typer.Option(False, "--capacity-reservation",
+                                                  help="AWS: also reserve capacity for the reserved instances"),
     ) -> None:
         """Write a saved plan as Terraform JSON that scales itself on the schedule; or check a directory."""
         from terraform.schema_check import check_dir, check_files
@@ -58,7 +69,7 @@ def register(app: typer.Typer) -> None:
 
         doc = _load_plan(plan)
         try:
-            files = render_plan(doc)
+            files = render_plan(doc, capacity_reservation=capacity_reservation)
         except PlanFormatError as exc:
             raise UsageError(f"plan {plan} cannot be rendered: {exc}") from None
         problems = check_files(files)
@@ -69,5 +80,5 @@ def register(app: typer.Typer) -> None:
         console = common.console()
         for path in written:
             console.print(f"wrote {path}")
-        console.print(f"plan {doc['plan_id']}: {len(written)} files, schema check passed, "
-                      f"${doc.get('monthly_cost_usd', 0):,.2f}/month expected")
+        console.print(f"plan {doc.plan_id}: {len(written)} files, schema check passed, "
+                      f"${doc.costs.monthly_usd:,.2f}/month expected (billed)")

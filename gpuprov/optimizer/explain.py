@@ -90,7 +90,7 @@ def infeasible(request: PlanRequest, offers: list[Offer], status: str) -> Infeas
         hint="raise the caps or budget, allow more clouds/regions/markets, or lower the demand")
 
 
-def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[tuple[str, str], Any]]) -> tuple[str, ...]:
     """Human-readable constraints that are tight in the answer."""
     out: list[str] = []
     slots = plan.horizon_hours
@@ -112,7 +112,7 @@ def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[str, Any
         if w.gang and w.name in gang_vars:
             chosen = [k for k, v in gang_vars[w.name].items() if (v.value() or 0) > 0.5]
             if chosen:
-                out.append(f"gang: all of {w.name} in {chosen[0]}")
+                out.append(f"gang: all of {w.name} in {chosen[0][0]} on {chosen[0][1]}")
     if request.budget_per_hour is not None:
         peak = max(plan.slot_cost_usd, default=Decimal(0))
         if request.budget_per_hour - peak < Decimal("0.01") * request.budget_per_hour:

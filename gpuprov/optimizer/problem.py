@@ -7,21 +7,28 @@ Sets and data
     o ∈ R          reserved offers, p_o their effective hourly rate (commitment amortised)
     E(w) ⊆ F ∪ R   offers workload w may use: g_o equals w's node size n_w when one is set
     l(o)           the offer's location: its zone, or its region when it has no zone
+    m(o)           the offer's GPU model (A100-40GB and A100-80GB are two models; a family
+                   alias such as ``a100`` admits both and lets the solver choose)
+    c_{o,w}        GPUs per unit of reserved use: g_o when w takes whole instances (w has a
+                   node size or is a gang), 1 when it takes whole GPUs
 
 Variables
     x[o,w,t] ∈ ℤ≥0     instances of o ∈ F serving w in slot t
     y[o]     ∈ ℤ≥0     reserved instances of o ∈ R, held (and paid) in every slot
-    r[o,w,t] ≥ 0       reserved instances of o used by w in slot t
-    b[w,k]   ∈ {0,1}   gang workload w sits in location k
+    r[o,w,t] ∈ ℤ≥0     reserved use of o by w in slot t, in units of c_{o,w} GPUs: whole
+                       instances for a node-size or gang workload (a node is never split
+                       between a gang and anything else), whole GPUs otherwise
+    b[w,k]   ∈ {0,1}   gang workload w sits at site k = (location, GPU model)
     u[w,k,t] ∈ {0,1}   spread workload w uses location k in slot t (only where needed, below)
 
 Constraints
-    reserved use   Σ_w r[o,w,t] ≤ y[o]                                     ∀ o∈R, t
-    cover          Σ_{o∈E(w)} g_o·(x[o,w,t] + r[o,w,t]) ≥ D[w,t]           ∀ w, t
+    reserved use   Σ_w c_{o,w}·r[o,w,t] ≤ g_o·y[o]                         ∀ o∈R, t
+    cover          Σ_{o∈E(w)∩F} g_o·x[o,w,t] + Σ_{o∈E(w)∩R} c_{o,w}·r[o,w,t] ≥ D[w,t]   ∀ w, t
     spot ceiling   Σ_{o∈E(w), spot} g_o·x[o,w,t] ≤ s_w·D[w,t]              ∀ w, t
-    gang           Σ_k b[w,k] = 1;  x[o,w,t] ≤ M_{o,w}·b[w,l(o)],  r[o,w,t] ≤ M_{o,w}·b[w,l(o)]
+    gang           Σ_k b[w,k] = 1;  x[o,w,t] ≤ M_{o,w}·b[w,(l(o),m(o))],  r[o,w,t] ≤ M_{o,w}·b[w,(l(o),m(o))]
                    with M_{o,w} = ⌈max_t D[w,t] / g_o⌉: all of w, every slot, in one location
-    spread (k_w≥2) Σ_{o∈E(w), l(o)=k} g_o·(x[o,w,t] + r[o,w,t]) ≤ C[w,t]    ∀ k, t
+                   and on one GPU model
+    spread (k_w≥2) Σ_{o∈E(w)∩F, l(o)=k} g_o·x[o,w,t] + Σ_{o∈E(w)∩R, l(o)=k} c_{o,w}·r[o,w,t] ≤ C[w,t]   ∀ k, t
                    with C[w,t] = ⌈⌈D[w,t]/k_w⌉ / n_w⌉·n_w (n_w: the smallest usable instance when
                    unset), and, in the slots
                    where the caps alone do not force k_w locations (C·(k_w−1) ≥ D):
@@ -34,6 +41,10 @@ Objective
     min Σ_t Σ_{o∈F} Σ_w p_o·(1 + h_{o,w})·x[o,w,t] + |T|·Σ_{o∈R} p_o·y[o] + Σ_{o,w} m_w·p_o·n[o,w]
     where h_{o,w} = interruptions per hour (of o's cloud) × hours of w's work lost per
     interruption for spot offers — the expected interruption overhead — and 0 otherwise.
+    The rates are the same whether the request came from flags or a policy
+    (``DEFAULT_INTERRUPTIONS_PER_HOUR``; a policy may override them). The plan reports the
+    billed cost (the first two terms), the expected interruption overhead and the objective
+    separately; the proven lower bound is a bound on the objective and is compared with it.
 
 Rebalancing adds, for the current slot t0, n[o,w] ≥ x[o,w,t0] − c[o,w], n ≥ 0: instances
 launched beyond the c[o,w] that run now, each paying m_w hours of its price once (boot time,
@@ -42,11 +53,11 @@ share its allocation, so the plan it yields is a steady state, not a one-hour de
 
 Exact reductions before the model is built (``reduce.py``): regional reservations are
 copied into each zone offering their instance type (so a gang can count them as in its
-zone); offers dominated within (location, market, GPUs per instance, interconnect) are
-dropped; slots with the same demand vector share one set of variables, weighted by how
+zone); offers dominated within (location, GPU model, market, GPUs per instance, interconnect)
+are dropped; slots with the same demand vector share one set of variables, weighted by how
 many slots they stand for (given y and b the problem separates by slot, and equal slots
-have equal sub-problems); and, when no caps or budget apply, gang locations whose lower
-bound exceeds a feasible plan's cost are dropped, as are, for workloads with neither a
+have equal sub-problems); and, when no caps or budget apply, gang sites (location, model) whose
+lower bound exceeds a feasible plan's cost are dropped, as are, for workloads with neither a
 gang nor a spread, offers more expensive than another of the same market and size.
 
 This module holds the request and its small pure helpers; ``solve.py`` builds and solves.
@@ -87,6 +98,9 @@ class PlanRequest:
     incumbent: Mapping[tuple[str, str, str, str, str], int] = field(default_factory=dict)
     migration_hours: Mapping[str, Decimal] = field(default_factory=dict)
     reserved_fixed: Mapping[tuple[str, str, str, str], int] | None = None
+    # False: build the model on the whole offer set, one set of variables per slot (no dominance,
+    # no pruning, no shared slots): for checking that the reductions are exact.
+    exact_reductions: bool = True
 
     @property
     def slots(self) -> int:
@@ -104,6 +118,16 @@ class PlanRequest:
 
 def eligible(offer: Offer, workload: Workload) -> bool:
     return workload.node_gpus is None or offer.gpus_per_instance == workload.node_gpus
+
+
+def whole_instances(workload: Workload) -> bool:
+    """Whether w takes reserved capacity in whole instances (a node size or a gang) or in GPUs."""
+    return workload.node_gpus is not None or workload.gang
+
+
+def gang_site(offer: Offer) -> tuple[str, str]:
+    """Where a gang can sit: one location and one GPU model (A100-40GB and -80GB are two)."""
+    return offer.location, offer.gpu
 
 
 def big_m(demand: Sequence[int], gpus_per_instance: int) -> int:
@@ -146,5 +170,8 @@ def profiles(request: PlanRequest) -> list[Profile]:
     groups: dict[tuple[int, ...], list[int]] = {}
     for t in range(request.slots):
         key = tuple(int(request.demand[w.name][t]) for w in request.workloads)
+        if not request.exact_reductions:
+            key = (*key, t)
         groups.setdefault(key, []).append(t)
-    return [Profile(k, tuple(v)) for k, v in groups.items()]
+    n = len(request.workloads)
+    return [Profile(k[:n], tuple(v)) for k, v in groups.items()]

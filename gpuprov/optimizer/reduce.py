@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from gpuprov.models import Market, Offer, Workload
 from gpuprov.optimizer.baselines import min_cover_cost
-from gpuprov.optimizer.problem import OfferKey, PlanRequest, effective_price, eligible
+from gpuprov.optimizer.problem import OfferKey, PlanRequest, effective_price, eligible, gang_site
 
 
 @dataclass(frozen=True)
@@ -38,14 +38,15 @@ def expand_reserved(offers: Sequence[Offer], capped: frozenset[OfferKey] = froze
 
 
 def drop_dominated(offers: Sequence[Offer], keep: set[OfferKey]) -> list[Offer]:
-    """Keep, per (location, market, GPUs per instance, interconnect), the cheapest offer."""
-    best: dict[tuple[str, str, str, int, str | None], Offer] = {}
+    """Keep, per (location, GPU model, market, GPUs per instance, interconnect), the cheapest offer
+    (the model is part of the key: a gang runs one model, so a cheaper model does not dominate)."""
+    best: dict[tuple[str, str, str, str, int, str | None], Offer] = {}
     kept: list[Offer] = []
     for o in offers:
         if o.key in keep:
             kept.append(o)
             continue
-        k = (o.cloud.value, o.location, o.market.value, o.gpus_per_instance, o.interconnect)
+        k = (o.cloud.value, o.location, o.gpu, o.market.value, o.gpus_per_instance, o.interconnect)
         cur = best.get(k)
         if cur is None or (o.hourly_usd, o.instance_type) < (cur.hourly_usd, cur.instance_type):
             best[k] = o
@@ -117,14 +118,14 @@ def prune(offers: list[Offer], request: PlanRequest) -> tuple[list[Offer], list[
     keep: set[OfferKey] = set()
     lowers: dict[str, Decimal] = {}
     uppers: dict[str, Decimal] = {}
-    per_place: dict[str, dict[str, list[Offer]]] = {}
+    per_place: dict[str, dict[tuple[str, str], list[Offer]]] = {}
     for w in request.workloads:
         demand = request.demand[w.name]
         if w.gang:
-            places: dict[str, list[Offer]] = defaultdict(list)
+            places: dict[tuple[str, str], list[Offer]] = defaultdict(list)
             for o in offers:
                 if eligible(o, w):
-                    places[o.location].append(o)
+                    places[gang_site(o)].append(o)
             per_place[w.name] = places
             lo = [b for b in (_lower(v, w, request, demand) for v in places.values()) if b is not None]
             up = [b for b in (_upper(v, w, request, demand) for v in places.values()) if b is not None]
@@ -161,14 +162,22 @@ def prune(offers: list[Offer], request: PlanRequest) -> tuple[list[Offer], list[
     return kept, notes
 
 
+def usable(request: PlanRequest) -> list[Offer]:
+    """The request's whole offer set before any reduction: regional reservations in their zones,
+    offers some workload may use, pools not marked unavailable. Baselines are built on this."""
+    return [o for o in expand_reserved(request.offers, frozenset(request.offer_caps))
+            if any(eligible(o, w) for w in request.workloads)
+            and (o.cloud.value, o.location, o.instance_type, o.market.value) not in request.unavailable]
+
+
 def prepare(request: PlanRequest) -> Prepared:
-    usable = [o for o in expand_reserved(request.offers, frozenset(request.offer_caps))
-              if any(eligible(o, w) for w in request.workloads)
-              and (o.cloud.value, o.location, o.instance_type, o.market.value) not in request.unavailable]
+    usable_offers = usable(request)
+    if not request.exact_reductions:
+        return Prepared(offers=usable_offers, dropped=0, pruned=0, notes=())
     running = {k[:4] for k in request.incumbent}
-    keep = set(request.offer_caps) | {o.key for o in usable
+    keep = set(request.offer_caps) | {o.key for o in usable_offers
                                       if (o.cloud.value, o.location, o.instance_type, o.market.value) in running}
-    undominated = drop_dominated(usable, keep)
+    undominated = drop_dominated(usable_offers, keep)
     kept, notes = prune(undominated, request)
-    return Prepared(offers=kept, dropped=len(usable) - len(undominated),
+    return Prepared(offers=kept, dropped=len(usable_offers) - len(undominated),
                     pruned=len(undominated) - len(kept), notes=tuple(notes))

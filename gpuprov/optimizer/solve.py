@@ -26,8 +26,11 @@ from gpuprov.optimizer.problem import (
     big_m,
     effective_price,
     eligible,
+    gang_site,
+    overhead,
     profiles,
     spread_cap,
+    whole_instances,
 )
 from gpuprov.optimizer.reduce import prepare
 
@@ -56,8 +59,10 @@ class Model:
     profiles: list[Profile]
     x: dict[tuple[int, str, int], Any] = field(default_factory=dict)
     r: dict[tuple[int, str, int], Any] = field(default_factory=dict)
+    rc: dict[tuple[int, str, int], int] = field(default_factory=dict)   # GPUs per unit of r: g_o or 1
     y: dict[int, Any] = field(default_factory=dict)
-    gang: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gang: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)
+    migration: list[tuple[Any, Offer, Decimal]] = field(default_factory=list)
 
     def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> None:
         import pulp
@@ -106,15 +111,20 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
         m.y[j] = m.prob.add_variable(f"y_{j}", 0, ub, integer)
         for w in W:
             if eligible(o, w):
+                whole = whole_instances(w)
                 for p, prof in enumerate(P):
                     if prof.demand[widx[w.name]] > 0:
-                        m.r[j, w.name, p] = m.prob.add_variable(f"r_{j}_{w.name}_{p}", 0, None)
+                        m.r[j, w.name, p] = m.prob.add_variable(
+                            f"r_{j}_{w.name}_{p}", 0,
+                            big_m(request.demand[w.name], o.gpus_per_instance) if whole
+                            else max(request.demand[w.name]), integer)
+                        m.rc[j, w.name, p] = o.gpus_per_instance if whole else 1
 
     by_resv: dict[tuple[int, int], Terms] = defaultdict(list)
-    for (j, _w, p), var in m.r.items():
-        by_resv[j, p].append((var, 1))
+    for (j, wn, p), var in m.r.items():
+        by_resv[j, p].append((var, m.rc[j, wn, p]))
     for (j, p), terms in by_resv.items():
-        m.add([*terms, (m.y[j], -1)], le, 0, f"resv_{j}_{p}")
+        m.add([*terms, (m.y[j], -m.resv[j].gpus_per_instance)], le, 0, f"resv_{j}_{p}")
 
     cover: dict[tuple[str, int], Terms] = defaultdict(list)
     spot: dict[tuple[str, int], Terms] = defaultdict(list)
@@ -129,8 +139,8 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
             spot[wn, p].append((var, o.gpus_per_instance))
     for (j, wn, p), var in m.r.items():
         o = m.resv[j]
-        cover[wn, p].append((var, o.gpus_per_instance))
-        at_place[wn, p, o.location].append((var, o.gpus_per_instance))
+        cover[wn, p].append((var, m.rc[j, wn, p]))
+        at_place[wn, p, o.location].append((var, m.rc[j, wn, p]))
         count_at_place[wn, p, o.location].append((var, 1))
     for w in W:
         for p, prof in enumerate(P):
@@ -183,6 +193,7 @@ def _migration(m: Model, request: PlanRequest) -> Terms:
         n = m.prob.add_variable(f"n_{i}_{wn}", 0, None)
         m.add([(n, 1), (var, -1)], pulp.LpConstraintGE, -have, f"mig_{i}_{wn}")
         terms.append((n, float(o.hourly_usd) * hours))
+        m.migration.append((n, o, request.migration_hours[wn]))
     return terms
 
 
@@ -206,8 +217,8 @@ def _spread(m: Model, wn: str, p: int, demand: int, cap: int, k: int,
 def _gang(m: Model, request: PlanRequest, wn: str) -> None:
     import pulp
 
-    places = sorted({o.location for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
-                    | {o.location for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)})
+    places = sorted({gang_site(o) for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
+                    | {gang_site(o) for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)})
     if not places:
         return                              # no demand, nothing to place
     b = {k: m.prob.add_variable(f"b_{wn}_{n}", 0, 1, pulp.LpInteger) for n, k in enumerate(places)}
@@ -217,12 +228,12 @@ def _gang(m: Model, request: PlanRequest, wn: str) -> None:
     for (i, w2, p), var in m.x.items():
         if w2 == wn:
             o = m.flex[i]
-            m.add([(var, 1), (b[o.location], -big_m(demand, o.gpus_per_instance))],
+            m.add([(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
                   pulp.LpConstraintLE, 0, f"gx_{i}_{wn}_{p}")
     for (j, w2, p), var in m.r.items():
         if w2 == wn:
             o = m.resv[j]
-            m.add([(var, 1), (b[o.location], -big_m(demand, o.gpus_per_instance))],
+            m.add([(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
                   pulp.LpConstraintLE, 0, f"gr_{j}_{wn}_{p}")
 
 
@@ -301,25 +312,28 @@ def _read(m: Model, request: PlanRequest, dropped: int, considered: int, status:
     for j, o in enumerate(m.resv):
         n = val(m.y[j])
         if n:
-            used = {w.name: tuple(Decimal(repr(m.r[k].value() or 0.0)).quantize(MILLI)
-                                  if (k := (j, w.name, slot_profile[t])) in m.r else Decimal(0) for t in T)
+            used = {w.name: tuple(val(m.r[k]) * m.rc[k] if (k := (j, w.name, slot_profile[t])) in m.r else 0
+                                  for t in T)
                     for w in W}
             reservations.append(Reservation(offer=o, instances=n,
-                                            used_by_slot={k: v for k, v in used.items() if any(v)}))
+                                            gpus_used_by_slot={k: v for k, v in used.items() if any(v)}))
     held = sum((rv.offer.hourly_usd * rv.instances for rv in reservations), Decimal(0))
     slot_cost = tuple(
         (sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0)) + held)
         for t in T)
     wl = {w.name: w for w in W}
-    objective = sum(slot_cost, Decimal(0)) + sum(
-        (a.offer.hourly_usd * (effective_price(a.offer, wl[a.workload], request) / a.offer.hourly_usd - 1)
-         * sum(a.instances_by_slot) for a in allocations), Decimal(0))
+    interruptions = sum((a.offer.hourly_usd * overhead(a.offer, wl[a.workload], request) * sum(a.instances_by_slot)
+                         for a in allocations), Decimal(0))
+    migration = sum((Decimal(repr(var.value() or 0.0)).quantize(MILLI) * o.hourly_usd * hours
+                     for var, o, hours in m.migration), Decimal(0))
+    objective = sum(slot_cost, Decimal(0)) + interruptions + migration
     lower = min(Decimal(repr(bound)).quantize(MICRO), objective)
     return Plan(
         gpu=request.gpu, demand={w.name: tuple(request.demand[w.name]) for w in W},
         allocations=tuple(allocations), reservations=tuple(reservations),
         slot_cost_usd=slot_cost, lower_bound_usd=lower, status=status, solver=request.solver,
-        offers_considered=considered, offers_dropped=dropped, objective_usd=objective, notes=notes)
+        offers_considered=considered, offers_dropped=dropped, objective_usd=objective, notes=notes,
+        expected_interruption_usd=interruptions)
 
 
 def _with(plan: Plan, **changes: Any) -> Plan:

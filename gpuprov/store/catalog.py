@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuprov.errors import StoreError
 from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
-from gpuprov.store.database import Database, parse_time
+from gpuprov.store.database import Database, first_line, parse_time
 
 OFFER_COLUMNS = (
     "cloud", "region", "zone", "instance_type", "gpu", "gpus_per_instance", "gpu_memory_gib",
@@ -127,6 +127,6 @@ class Catalog(Database):
                                 .values(current=False))
                     con.execute(update(snap_t).where(snap_t.c.id == snap_id).values(current=True))
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store the {cloud} snapshot from {source}: {exc}") from exc
+            raise StoreError(f"could not store the {cloud} snapshot from {source}: {first_line(exc)}") from exc
         return SnapshotInfo(id=snap_id, source=source, cloud=cloud, fetched_at=fetched_at,
                             row_count=len(rows), current=make_current)

@@ -24,6 +24,19 @@ SCHEMA_VERSION = "4"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
 UPGRADABLE = ("1", "2", "3")    # versions whose upgrade is "create the tables added since"
 
 
+def masked(url: str) -> str:
+    """A database URL fit to print: any password replaced by ***."""
+    import re
+
+    return re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", url)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error, without SQLAlchemy's statement and parameters."""
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
 def parse_time(value: Any) -> datetime:
     """A stored time as an aware UTC datetime (SQLite hands back naive strings)."""
     if isinstance(value, datetime):
@@ -47,11 +60,11 @@ class Database:
             try:
                 con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot open the catalog at {self._path}: {exc}") from exc
+                raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc)}") from exc
             try:
                 return list(con.execute(sql, params).fetchall())
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the catalog at {self._path}: {exc}") from exc
+                raise StoreError(f"cannot read the catalog at {self._path}: {first_line(exc)}") from exc
             finally:
                 con.close()
         from sqlalchemy import text
@@ -61,7 +74,7 @@ class Database:
             with self.engine().connect() as sa_con:
                 return [tuple(r) for r in sa_con.execute(text(sql), params).all()]
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {exc}") from exc
+            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {first_line(exc)}") from exc
 
     def _schema_version(self) -> str | None:
         """The stored schema version, or None where the schema has not been created yet."""
@@ -91,7 +104,7 @@ class Database:
             self._create_schema(upgrade_from=version)
         elif version != SCHEMA_VERSION:
             raise StoreError(
-                f"the catalog at {self.url} has schema version {version}; "
+                f"the catalog at {masked(self.url)} has schema version {version}; "
                 f"this gpuprov expects {SCHEMA_VERSION}",
                 hint="point GPUPROV_DATABASE_URL at a new database, or upgrade gpuprov",
             )
@@ -108,7 +121,7 @@ class Database:
             try:
                 engine = create_engine(self.url)
             except Exception as exc:  # bad URL, missing driver: one clear line
-                raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from exc
+                raise StoreError(f"cannot use database URL {masked(self.url)!r}: {first_line(exc)}") from exc
             if engine.dialect.name == "sqlite":
                 @event.listens_for(engine, "connect")
                 def _fk_on(dbapi_con: Any, _record: Any) -> None:
@@ -135,7 +148,16 @@ class Database:
                 return
             except SQLAlchemyError as exc:
                 # another process may be creating the same schema right now: look again
-                if attempt < 2 and self._schema_version() in (SCHEMA_VERSION, None):
+                try:
+                    now = self._schema_version()
+                except StoreError:
+                    now = None
+                if now == SCHEMA_VERSION and upgrade_from is None:
+                    return                       # the other one finished it
+                if attempt < 2 and now in (SCHEMA_VERSION, None):
+                    import time
+
+                    time.sleep(0.05 * (attempt + 1))
                     continue
-                raise StoreError(f"cannot create the catalog schema at {self.url}: {exc}") from exc
+                raise StoreError(f"cannot create the catalog schema at {masked(self.url)}: {first_line(exc)}") from exc
 

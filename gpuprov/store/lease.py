@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuprov.errors import StateError, StoreError
-from gpuprov.store.database import Database, parse_time
+from gpuprov.store.database import Database, first_line, parse_time
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -47,7 +47,7 @@ class Leases(Database):
                     return None
                 return int(con.execute(select(t.c.token).where(t.c.name == name)).scalar_one())
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot take the lease {name}: {exc}") from exc
+            raise StoreError(f"cannot take the lease {name}: {first_line(exc)}") from exc
 
     def holds(self, name: str, holder: str, token: int, now: datetime) -> bool:
         rows = self._rows("SELECT holder, expires_at, token FROM gpuprov_lease WHERE name = :n", {"n": name})

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from gpuprov.errors import StoreError, UsageError
-from gpuprov.store.database import Database, parse_time
+from gpuprov.store.database import Database, first_line, parse_time
+
+if TYPE_CHECKING:
+    from gpuprov.plandoc import PlanDocument
 
 
 @dataclass(frozen=True)
@@ -22,17 +25,18 @@ class SavedPlan:
 
 
 class PlanStore(Database):
-    def save(self, doc: dict[str, Any]) -> SavedPlan:
+    def save(self, doc: PlanDocument) -> SavedPlan:
         """Store a plan document; saving the same plan again changes nothing."""
         self.ensure_schema()
         from sqlalchemy.exc import SQLAlchemyError
         from sqlmodel import Session
 
+        from gpuprov.plandoc import to_json
         from gpuprov.store.tables import PlanRow
 
-        row = PlanRow(id=doc["plan_id"], created_at=datetime.now(UTC), gpu=doc["gpu"], gpus=int(doc["gpus"]),
-                      policy=str(doc.get("policy") or "flags"), hourly_usd=str(doc["hourly_cost_usd"]),
-                      document=json.dumps(doc, sort_keys=True))
+        row = PlanRow(id=doc.plan_id, created_at=datetime.now(UTC), gpu=doc.gpu, gpus=doc.gpus,
+                      policy=doc.policy or "flags", hourly_usd=str(doc.costs.hourly_usd.quantize(Decimal("0.0001"))),
+                      document=to_json(doc, indent=None))
         try:
             with Session(self.engine()) as session:
                 existing = session.get(PlanRow, row.id)
@@ -42,7 +46,7 @@ class PlanStore(Database):
                     return _saved(row)
                 return _saved(existing)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not save plan {row.id}: {exc}") from exc
+            raise StoreError(f"could not save plan {row.id}: {first_line(exc)}") from exc
 
     def list(self) -> list[SavedPlan]:
         self.ensure_schema()
@@ -50,7 +54,7 @@ class PlanStore(Database):
                           "ORDER BY created_at DESC, id", {})
         return [SavedPlan(r[0], parse_time(r[1]), r[2], int(r[3]), r[4], r[5]) for r in rows]
 
-    def get(self, plan_id: str) -> dict[str, Any]:
+    def get(self, plan_id: str) -> PlanDocument:
         """A saved plan's document by id or unique id prefix."""
         self.ensure_schema()
         if not plan_id or any(c in plan_id for c in "%_"):
@@ -62,8 +66,9 @@ class PlanStore(Database):
                              hint="gpuprov plans lists them; gpuprov plan --save stores one")
         if len(rows) > 1:
             raise UsageError(f"plan id {plan_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
-        doc: dict[str, Any] = json.loads(rows[0][1])
-        return doc
+        from gpuprov.plandoc import from_json
+
+        return from_json(rows[0][1], where=f"saved plan {rows[0][0]}")
 
 
 def _saved(row: Any) -> SavedPlan:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from gpuprov.errors import StoreError
 from gpuprov.models import Cloud, Market
-from gpuprov.store.database import Database, parse_time
+from gpuprov.store.database import Database, first_line, parse_time
 from provisioner.base import InstanceHandle
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class StateStore(Database):
                 if rows:
                     con.execute(insert(table), rows)
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not record the fleet of {owner}: {exc}") from exc
+            raise StoreError(f"could not record the fleet of {owner}: {first_line(exc)}") from exc
 
     def mirrored(self, owner: str) -> tuple[list[InstanceHandle], datetime | None]:
         self.ensure_schema()

@@ -13,26 +13,32 @@ from typer.testing import CliRunner
 from gpuprov.cli import app
 from gpuprov.errors import GuardError
 from gpuprov.models import Cloud, Market
+from gpuprov.plandoc import PlanDocument, WorkloadSpec, from_json
 from gpuprov.store.state import StateStore
 from provisioner.apply import diff, execute, unit_prices, wanted
 from provisioner.base import InstanceHandle, launch_token
 from provisioner.drivers.fake import FakeDriver
+from tests.plans import alloc, handmade, planned
 
 runner = CliRunner()
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 
 
-def doc(counts: dict[tuple[str, str, str], list[int]], plan_id: str = "plan-a") -> dict[str, Any]:
-    allocs = []
-    for (zone, market, workload), by_slot in counts.items():
-        allocs.append({"cloud": "aws", "region": "us-east-1", "zone": zone, "instance_type": "p4d.24xlarge",
-                       "market": market, "workload": workload, "gpus_per_instance": 8, "unit_hourly_usd": 10.0,
-                       "instances": max(by_slot), "instances_by_slot": by_slot})
-    return {"plan_id": plan_id, "allocations": allocs, "workloads": {"training": {"gang": False}},
-            "horizon_hours": len(next(iter(counts.values())))}
+def doc(counts: dict[tuple[str, str, str], list[int]], plan_id: str = "plan-a") -> PlanDocument:
+    """A hand-made document for unit tests of the diff (the planner's own are tested below)."""
+    horizon = 1 if len(next(iter(counts.values()))) == 1 else 24      # slots past the given ones repeat the last
+    allocs = [alloc("aws", market, [*by_slot, *[by_slot[-1]] * (horizon - len(by_slot))], workload=workload,
+                    itype="p4d.24xlarge", zone=zone, gpus=8, unit="10.0")
+              for (zone, market, workload), by_slot in counts.items()]
+    return handmade(allocs, horizon=horizon, origin="constant" if horizon == 1 else "day",
+                    workloads=(WorkloadSpec("training"),), plan_id=plan_id)
 
 
-def run_once(d: dict[str, Any], slot: int, drv: FakeDriver, state: StateStore, *, before: Any = None,
+def placed(d: PlanDocument, slot: int = 0) -> int:
+    return sum(a.instances_by_slot[slot] for a in d.placements())
+
+
+def run_once(d: PlanDocument, slot: int, drv: FakeDriver, state: StateStore, *, before: Any = None,
              **kw: Any) -> Any:
     plan_diff = diff(d, slot, drv.describe("fleet"), "fleet", unit_prices([before]) if before else None)
     execute(plan_diff, {Cloud.AWS: drv}, state, "fleet", lambda: NOW, **kw)
@@ -107,34 +113,34 @@ def test_reservations_are_wanted_in_every_slot() -> None:
 
 
 # -- through the CLI, with fake clouds --------------------------------------------------------------
-def saved_plan(*args: str) -> dict[str, Any]:
+def saved_plan(*args: str) -> PlanDocument:
     r = runner.invoke(app, ["plan", *args, "--save", "-o", "json"])
     assert r.exit_code == 0, r.stderr
-    return dict(json.loads(r.stdout))
+    return from_json(r.stdout)
 
 
 def test_cli_apply_is_a_dry_run_without_yes_and_refuses_stale_prices(fake_clouds: dict[Cloud, FakeDriver]) -> None:
     plan = saved_plan("--gpus", "32", "--type", "a100", "--clouds", "aws")
-    r = runner.invoke(app, ["apply", plan["plan_id"]])
+    r = runner.invoke(app, ["apply", plan.plan_id])
     assert r.exit_code == 0 and "would launch" in r.stdout and "--allow-stale" in r.stderr
     assert all(d.describe("default") == [] for d in fake_clouds.values())
-    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes"])
     assert r.exit_code == 4 and r.stderr.startswith("error: plan") and "days old" in r.stderr
 
 
 def test_cli_apply_status_destroy(fake_clouds: dict[Cloud, FakeDriver]) -> None:
     plan = saved_plan("--gpus", "32", "--type", "a100", "--clouds", "aws")
-    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale", "-o", "json"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "-o", "json"])
     assert r.exit_code == 0, r.stderr
     first = json.loads(r.stdout)
-    want = sum(a["instances"] for a in plan["allocations"])
+    want = placed(plan)
     assert first["launch"] == want and len(fake_clouds[Cloud.AWS].describe("default")) == want
-    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale", "-o", "json"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "-o", "json"])
     assert json.loads(r.stdout)["launch"] == 0
     r = runner.invoke(app, ["status", "-o", "json"])
     status = json.loads(r.stdout)
     assert status["instances"] == want
-    assert status["hourly_usd"] == pytest.approx(plan["hourly_cost_usd"])
+    assert Decimal(status["hourly_usd"]) == plan.costs.hourly_usd
     assert all(g["planned"] == g["instances"] for g in status["groups"])
     r = runner.invoke(app, ["destroy"])
     assert r.exit_code == 0 and f"would terminate {want}" in r.stdout
@@ -146,11 +152,11 @@ def test_cli_apply_status_destroy(fake_clouds: dict[Cloud, FakeDriver]) -> None:
 
 def test_cli_capacity_failover_moves_to_another_pool(fake_clouds: dict[Cloud, FakeDriver]) -> None:
     plan = saved_plan("--gpus", "16", "--type", "a100-80gb", "--node-gpus", "8", "--markets", "on_demand")
-    first = plan["allocations"][0]
-    refused = (first["zone"] or first["region"], first["instance_type"], first["market"])
-    cloud = Cloud(first["cloud"])
+    first = plan.placements()[0]
+    refused = (first.location, first.instance_type, first.market)
+    cloud = Cloud(first.cloud)
     fake_clouds[cloud] = FakeDriver(cloud, capacity={refused: 0})
-    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale", "-o", "json"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "-o", "json"])
     assert r.exit_code == 0, r.stderr
     assert "planning again without that pool" in r.stderr
     live = [h for d in fake_clouds.values() for h in d.describe("default")]
@@ -168,7 +174,7 @@ def test_cli_failover_that_runs_out_of_pools_says_what_it_tried(fake_clouds: dic
                       "--clouds", "azure", "--region", "eastus*")
     fake_clouds[Cloud.AZURE] = FakeDriver(Cloud.AZURE, capacity={
         (o["region"], o["instance_type"], "on_demand"): 0 for o in _azure_8gpu_offers()})
-    r = runner.invoke(app, ["apply", plan["plan_id"], "--yes", "--allow-stale"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale"])
     assert r.exit_code == 4
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: no plan fits the capacity left; tried: azure/eastus")
@@ -196,8 +202,32 @@ def test_two_fleets_applying_one_plan_get_different_tokens(_isolated_db: str) ->
 
 
 def test_launch_requests_carry_the_gpu_for_attached_accelerators() -> None:
-    plan = doc({("us-central1-a", "spot", "inference"): [1]})
-    plan["allocations"][0].update(cloud="gcp", region="us-central1", instance_type="n1-standard-8", gpu="T4",
-                                  gpus_per_instance=1)
+    plan = handmade([alloc("gcp", "spot", [1], region="us-central1", zone="us-central1-a", itype="n1-standard-8",
+                           gpu="T4")], horizon=1, origin="constant")
     [req] = diff(plan, 0, [], "fleet").launch
     assert (req.instance_type, req.gpu, req.gpus) == ("n1-standard-8", "T4", 1)
+
+
+# -- plans the planner made: every slot of each applies exactly ---------------------------------------
+@pytest.mark.parametrize("case", ["flags_any", "flags_aws_gang", "day_night", "weekday_weekend", "three_clouds"])
+def test_planner_plans_apply_slot_by_slot(case: str, _isolated_db: str) -> None:
+    plan = planned(case)
+    drivers = {c: FakeDriver(c) for c in Cloud}
+    state = StateStore(_isolated_db)
+    edges = sorted({0, *(w.start_slot for w in plan.windows)})
+    for slot in edges:
+        actual = [h for d in drivers.values() for h in d.describe("fleet")]
+        execute(diff(plan, slot, actual, "fleet"), drivers, state, "fleet", lambda: NOW, max_launch=10_000)
+        running = [h for d in drivers.values() for h in d.describe("fleet")]
+        assert len(running) == placed(plan, slot)
+        by_pool: dict[tuple[str, ...], int] = {}
+        for h in running:
+            by_pool[h.pool] = by_pool.get(h.pool, 0) + 1
+        assert by_pool == {p: w.count for p, w in wanted(plan, slot).items() if w.count}
+        gpus: dict[str, int] = {}
+        for a in plan.placements():
+            gpus[a.workload] = gpus.get(a.workload, 0) + a.instances_by_slot[slot] * a.gpus_per_instance
+        for name, demand in plan.demand.items():
+            assert gpus.get(name, 0) >= demand[slot % len(demand)], (name, slot)
+        again = diff(plan, slot, running, "fleet")
+        assert again.empty

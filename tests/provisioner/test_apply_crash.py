@@ -18,6 +18,8 @@ from typing import Any
 import boto3
 import pytest
 
+from gpuprov.plandoc import PlanDocument, from_json
+
 BIN = Path(sys.executable).parent
 
 
@@ -74,11 +76,11 @@ def gpuprov(env: dict[str, str], *args: str, fault: str | None = None) -> subpro
 
 
 @pytest.fixture(scope="module")
-def plan(env: dict[str, str]) -> dict[str, Any]:
+def plan(env: dict[str, str]) -> PlanDocument:
     r = gpuprov(env, "plan", "--gpus", "40", "--type", "a100", "--clouds", "aws", "--region", "us-east-1",
                 "--save", "-o", "json")
     assert r.returncode == 0, r.stderr
-    return dict(json.loads(r.stdout))
+    return from_json(r.stdout)
 
 
 def live(url: str, owner: str) -> list[dict[str, Any]]:
@@ -88,44 +90,48 @@ def live(url: str, owner: str) -> list[dict[str, Any]]:
     return [i for p in pages for r in p["Reservations"] for i in r["Instances"]]
 
 
-def test_the_plan_needs_several_launches(plan: dict[str, Any]) -> None:
-    assert sum(a["instances"] for a in plan["allocations"]) >= 3
+def total_of(plan: PlanDocument) -> int:
+    return sum(a.instances_by_slot[0] for a in plan.placements())
 
 
-def _fleet_matches_the_plan(url: str, owner: str, plan: dict[str, Any]) -> None:
+def test_the_plan_needs_several_launches(plan: PlanDocument) -> None:
+    assert total_of(plan) >= 3
+
+
+def _fleet_matches_the_plan(url: str, owner: str, plan: PlanDocument) -> None:
     instances = live(url, owner)
     tags = [{t["Key"]: t["Value"] for t in i["Tags"]} for i in instances]
     tokens = Counter(t["gpuprov-token"] for t in tags)
     assert all(n == 1 for n in tokens.values()), tokens                        # no duplicate
     want = Counter()
-    for a in plan["allocations"]:
-        want[(a["instance_type"], a["market"], a["workload"])] += a["instances"]
+    for a in plan.placements():
+        want[(a.instance_type, a.market, a.workload)] += a.instances_by_slot[0]
     got = Counter((i["InstanceType"], t["gpuprov-market"], t["gpuprov-workload"]) for i, t in zip(instances, tags,
                                                                                                      strict=True))
     assert got == want                                                          # exact counts, no orphan
 
 
 @pytest.mark.parametrize("where", ["after-launch", "before-launch"])
-def test_killed_after_k_launches_then_rerun_leaves_exactly_the_plan(env: dict[str, str], plan: dict[str, Any],
+def test_killed_after_k_launches_then_rerun_leaves_exactly_the_plan(env: dict[str, str], plan: PlanDocument,
                                                                     moto_server: str, where: str) -> None:
-    total = sum(a["instances"] for a in plan["allocations"])
+    total = total_of(plan)
     for k in range(1, total + 1):
         owner = f"{where}-{k}"
-        killed = gpuprov(env, "apply", plan["plan_id"], "--yes", "--allow-stale", "--owner", owner,
+        killed = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner,
                          fault=f"{where}:{k}")
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         assert len(live(moto_server, owner)) == (k if where == "after-launch" else k - 1)
-        again = gpuprov(env, "apply", plan["plan_id"], "--yes", "--allow-stale", "--owner", owner, "-o", "json")
+        again = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, "-o", "json")
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["launch"] == total - (k if where == "after-launch" else k - 1)
         _fleet_matches_the_plan(moto_server, owner, plan)
-        third = gpuprov(env, "apply", plan["plan_id"], "--yes", "--allow-stale", "--owner", owner, "-o", "json")
+        third = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, "-o", "json")
         assert json.loads(third.stdout)["launch"] == 0 and json.loads(third.stdout)["terminate"] == 0
 
 
-def test_destroy_through_the_cli_is_idempotent(env: dict[str, str], plan: dict[str, Any], moto_server: str) -> None:
+def test_destroy_through_the_cli_is_idempotent(env: dict[str, str], plan: PlanDocument, moto_server: str) -> None:
     owner = "destroy-me"
-    assert gpuprov(env, "apply", plan["plan_id"], "--yes", "--allow-stale", "--owner", owner).returncode == 0
+    assert gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner).returncode == 0
     assert live(moto_server, owner)
     r = gpuprov(env, "destroy", "--yes", "--owner", owner)
     assert r.returncode == 0, r.stderr

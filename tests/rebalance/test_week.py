@@ -8,9 +8,9 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
 
 import boto3
 import pytest
@@ -19,6 +19,7 @@ from moto import mock_aws
 
 from gpuprov import planning, rebalance
 from gpuprov.models import Cloud
+from gpuprov.plandoc import PlanDocument
 from gpuprov.store.lease import Leases
 from gpuprov.store.plans import PlanStore
 from gpuprov.store.state import FleetStore, StateStore
@@ -40,7 +41,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-def initial_plan(feed: PriceFeed, clock: FakeClock) -> dict[str, Any]:
+def initial_plan(feed: PriceFeed, clock: FakeClock) -> PlanDocument:
     pol = constraints.apply(loader.load("day-night"), constraints.Overrides(gpus=32, gpu="a100-40gb"))
     pol = constraints.apply(pol, constraints.Overrides(markets=("on_demand", "spot")))
     spec = planning.policy_spec(pol, ["A100-40GB"], "cbc", 0.001, 60.0)
@@ -50,10 +51,10 @@ def initial_plan(feed: PriceFeed, clock: FakeClock) -> dict[str, Any]:
     return planning.document(planning.plan_id(spec, snaps, context), solved, snaps, 32, spec, context, clock.now())
 
 
-def hindsight_hour(feed: PriceFeed, doc: dict[str, Any], slot: int) -> Decimal:
+def hindsight_hour(feed: PriceFeed, doc: PlanDocument, slot: int) -> Decimal:
     """The cheapest way to hold this hour's demand at this hour's prices, knowing everything."""
-    spec = {**doc["request"], "demand": {w: [v[slot]] for w, v in doc["request"]["demand"].items()}}
-    return Decimal(str(planning.run(planning.request_from_spec(spec, feed.offers)).plan.total_cost_usd))
+    spec = replace(doc.request, demand={w: (v[slot],) for w, v in doc.request.demand.items()})
+    return planning.run(planning.request_from_spec(spec, feed.offers)).plan.total_cost_usd
 
 
 def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
@@ -89,7 +90,7 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
                 ec2_region.terminate_instances(InstanceIds=[spot[0].instance_id.split("/")[1]])
                 interrupted += 1
         before = {h.instance_id: h for h in driver.describe(OWNER)}
-        rec = rebalance.run_pass(world, settings, clock, initial_plan=first["plan_id"])
+        rec = rebalance.run_pass(world, settings, clock, initial_plan=first.plan_id)
         after = driver.describe(OWNER)
         ended = [h for i, h in before.items() if i not in {a.instance_id for a in after}]
         started = [h for h in after if h.instance_id not in before]
@@ -118,12 +119,12 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
         for h in ended:
             terminated_at[(h.zone or h.region, h.market.value)].append(hour)
         # demand met this hour, training in one zone
-        doc = plans.get(rec.plan_after or first["plan_id"])
+        doc = plans.get(rec.plan_after or first.plan_id)
         slot = planning.slot_at(doc, clock.now())
         held: dict[str, int] = defaultdict(int)
         for h in after:
             held[h.workload] += 8
-        for w, demand in doc["demand"].items():
+        for w, demand in doc.demand.items():
             assert held[w] >= demand[slot], (hour, w, held[w], demand[slot])
         assert len({h.zone for h in after if h.workload == "training"}) <= 1
         fleet_cost += sum((feed.price(h.zone or "", h.instance_type, h.market.value) for h in after), Decimal(0))

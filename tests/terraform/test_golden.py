@@ -11,28 +11,30 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from gpuprov.plandoc import PlanDocument, from_json, to_json
 from terraform.render import render_plan
 from terraform.schema_check import check_dir
 from terraform.write import dumps, write_files
+from tests.plans import CASES as PLANNED
+from tests.plans import planned
 
 HERE = Path(__file__).resolve().parent
-PLANS = HERE / "plans"
 GOLDEN = HERE / "golden"
-CASES = sorted(p.stem for p in PLANS.glob("*.json"))
+CASES = sorted(PLANNED)
 PROVIDERS = {"aws": "hashicorp/aws", "gcp": "hashicorp/google", "azure": "hashicorp/azurerm"}
 
 
-def load(case: str) -> dict[str, Any]:
-    plan: dict[str, Any] = json.loads((PLANS / f"{case}.json").read_text(encoding="utf-8"))
-    return plan
+def load(case: str) -> PlanDocument:
+    """What the planner writes for this case on the bundled snapshot (tests/plans.py)."""
+    return planned(case)
 
 
 def test_cases_present() -> None:
-    assert {"aws_only", "three_clouds", "day_night"} <= set(CASES)
+    assert {"flags_any", "day_night", "weekday_weekend", "three_clouds"} <= set(CASES)
+    assert {c for case in CASES for c in load(case).clouds} == {"aws", "gcp", "azure"}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -60,7 +62,7 @@ def test_golden_passes_schema_check(case: str) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_render_is_deterministic(case: str, tmp_path: Path) -> None:
     first = {k: dumps(v) for k, v in render_plan(load(case)).items()}
-    again = {k: dumps(v) for k, v in render_plan(json.loads(json.dumps(load(case)))).items()}
+    again = {k: dumps(v) for k, v in render_plan(from_json(to_json(load(case)))).items()}
     assert first == again
     a, b = tmp_path / "a", tmp_path / "b"
     write_files(render_plan(load(case)), a)
@@ -70,7 +72,7 @@ def test_render_is_deterministic(case: str, tmp_path: Path) -> None:
 
 
 def test_only_present_clouds_get_files() -> None:
-    assert sorted(render_plan(load("aws_only"))) == [
+    assert sorted(render_plan(load("flags_aws_gang"))) == [
         "aws.tf.json", "outputs.tf.json", "variables.tf.json", "versions.tf.json"]
     assert {"aws.tf.json", "gcp.tf.json", "azure.tf.json"} <= set(render_plan(load("three_clouds")))
 
@@ -114,7 +116,7 @@ def test_terraform_parses_golden_offline(case: str, tmp_path: Path) -> None:
 @needs_terraform
 def test_terraform_rejects_broken_json(tmp_path: Path) -> None:
     folder = tmp_path / "broken"
-    shutil.copytree(GOLDEN / "aws_only", folder)
+    shutil.copytree(GOLDEN / "flags_aws_gang", folder)
     text = (folder / "aws.tf.json").read_text(encoding="utf-8")
     (folder / "aws.tf.json").write_text(text.replace('"strategy": "cluster"', '"strategy": "cluster",'),
                                         encoding="utf-8")

@@ -8,34 +8,31 @@ from typing import Any
 
 import pytest
 
+from gpuprov.plandoc import PlanDocument
 from terraform.plan import PlanFormatError, read_plan
 from terraform.provider_schemas import SCHEMA_VERSIONS
 from terraform.render import render_plan
 from terraform.schema_check import check_files
 from terraform.tfsyntax import admits
+from tests.plans import alloc, handmade, layout
 
-PLANS = Path(__file__).resolve().parent / "plans"
-
-
-def load(case: str) -> dict[str, Any]:
-    plan: dict[str, Any] = json.loads((PLANS / f"{case}.json").read_text(encoding="utf-8"))
-    return plan
+LAYOUTS = Path(__file__).resolve().parent / "layouts"
 
 
-def alloc(cloud: str, market: str, by_slot: list[int], *, workload: str = "inference", itype: str = "g6.xlarge",
-          region: str = "us-east-1", zone: str | None = "use1-az1", gpus: int = 1, unit: float = 1.0) -> dict[str, Any]:
-    return {"cloud": cloud, "region": region, "zone": zone, "instance_type": itype, "market": market,
-            "workload": workload, "gpus_per_instance": gpus, "unit_hourly_usd": unit,
-            "instances": max(by_slot), "instances_by_slot": by_slot}
+def load(case: str) -> PlanDocument:
+    """A hand-drawn layout (see tests/plans.py): each exercises rendering rules on purpose; the
+    goldens (test_golden.py) render what the planner itself produces."""
+    doc: dict[str, Any] = json.loads((LAYOUTS / f"{case}.json").read_text(encoding="utf-8"))
+    return layout(doc)
+
+
+def render(doc: PlanDocument) -> dict[str, dict[str, Any]]:
+    return render_plan(doc, capacity_reservation=doc.plan_id == "a1b2c3d4e5f6")
 
 
 def plan(allocs: list[dict[str, Any]], *, windows: list[dict[str, Any]] | None = None, horizon: int = 24,
-         tz: str = "UTC", origin: str = "day", **extra: Any) -> dict[str, Any]:
-    return {"plan_id": "p1", "gpu": "L4", "policy": "test", "timezone": tz, "slot_origin": origin,
-            "horizon_hours": horizon, "windows": windows or [],
-            "workloads": {"inference": {"gang": False, "node_gpus": 1, "max_spot_fraction": 0.5},
-                          "training": {"gang": True, "node_gpus": 8, "max_spot_fraction": 0.5}},
-            "monthly_cost_usd": 1234.5, "hourly_cost_usd": 1.69, "allocations": allocs, **extra}
+         tz: str = "UTC", origin: str = "day") -> PlanDocument:
+    return handmade(allocs, windows=windows, horizon=horizon, tz=tz, origin="constant" if horizon == 1 else origin)
 
 
 def resources(files: dict[str, dict[str, Any]], name: str, rtype: str) -> dict[str, Any]:
@@ -55,16 +52,16 @@ DAY_NIGHT = [{"name": "day", "start_slot": 8, "end_slot": 20}, {"name": "night",
 
 @pytest.mark.parametrize("case", ["aws_only", "day_night", "three_clouds"])
 def test_every_file_names_plan_and_cost(case: str) -> None:
-    files = render_plan(load(case))
-    monthly = f"{load(case)['monthly_cost_usd']:,.2f} USD"
+    files = render(load(case))
+    monthly = f"{load(case).costs.monthly_usd:,.2f} USD"
     for name, doc in files.items():
-        assert load(case)["plan_id"] in doc["//"], name
+        assert load(case).plan_id in doc["//"], name
         assert monthly in doc["//"], name
         assert next(iter(doc)) == "//"
 
 
 def test_provider_constraints_admit_schema_versions() -> None:
-    required = render_plan(load("three_clouds"))["versions.tf.json"]["terraform"]["required_providers"]
+    required = render(load("three_clouds"))["versions.tf.json"]["terraform"]["required_providers"]
     assert set(required) == {"aws", "google", "azurerm"}
     for name, spec in required.items():
         assert spec["source"] == f"hashicorp/{name}"
@@ -73,36 +70,24 @@ def test_provider_constraints_admit_schema_versions() -> None:
 
 def test_no_secret_defaults() -> None:
     for case in ("aws_only", "day_night", "three_clouds"):
-        for doc in render_plan(load(case)).values():
+        for doc in render(load(case)).values():
             for name, var in doc.get("variable", {}).items():
                 assert "ssh_public_key" != name or "default" not in var
                 assert not var.get("sensitive")
                 assert not any(w in name for w in ("password", "secret", "token"))
 
 
-def test_bad_plans_are_refused() -> None:
-    good = plan([alloc("aws", "on_demand", [1] * 24)])
-    assert read_plan(good).clouds == ("aws",)
-    cases: list[tuple[dict[str, Any], str]] = [
-        ({"horizon_hours": 12}, "horizon_hours"),
-        ({"timezone": "Mars/Olympus"}, "time zone"),
-        ({"allocations": []}, "no allocations"),
-        ({"slot_origin": "month"}, "slot_origin"),
-        ({"allocations": [alloc("aws", "reserved_5y", [1] * 24)]}, "market"),
-        ({"allocations": [alloc("aws", "spot", [1] * 23)]}, "instances_by_slot"),
-        ({"allocations": [alloc("ibm", "spot", [1] * 24)]}, "cloud"),
-        ({"windows": [{"name": "a", "start_slot": 30, "end_slot": 2}]}, "start_slot"),
-    ]
-    for change, words in cases:
-        with pytest.raises(PlanFormatError, match=words):
-            render_plan({**good, **change})
+def test_a_plan_with_nothing_to_run_is_refused() -> None:
+    assert read_plan(plan([alloc("aws", "on_demand", [1] * 24)])).clouds == ("aws",)
+    with pytest.raises(PlanFormatError, match="no allocations"):
+        render_plan(plan([]))
 
 
 # ------------------------------------------------------------------ AWS
 
 
 def test_aws_mixed_group_counts_reserved_into_on_demand_base() -> None:
-    files = render_plan(load("day_night"))
+    files = render(load("day_night"))
     asg = resources(files, "aws.tf.json", "aws_autoscaling_group")["training_use1_az4"]
     dist = asg["mixed_instances_policy"]["instances_distribution"]
     assert dist["on_demand_base_capacity"] == 4  # 2 reserved p4d + 2 on-demand p4de (the daytime minimum)
@@ -121,7 +106,7 @@ def test_aws_mixed_group_counts_reserved_into_on_demand_base() -> None:
 
 
 def test_aws_schedule_per_window() -> None:
-    files = render_plan(load("day_night"))
+    files = render(load("day_night"))
     schedules = resources(files, "aws.tf.json", "aws_autoscaling_schedule")
     assert sorted(schedules) == ["training_use1_az4_day", "training_use1_az4_night"]
     d, n = schedules["training_use1_az4_day"], schedules["training_use1_az4_night"]
@@ -131,7 +116,7 @@ def test_aws_schedule_per_window() -> None:
 
 
 def test_aws_spot_only_group_uses_spot_launch_template() -> None:
-    files = render_plan(load("aws_only"))
+    files = render(load("aws_only"))
     asg = resources(files, "aws.tf.json", "aws_autoscaling_group")["inference_usw2_az1"]
     assert "mixed_instances_policy" not in asg
     assert asg["launch_template"]["id"] == "${aws_launch_template.inference_usw2_az1_g6_xlarge.id}"
@@ -142,7 +127,7 @@ def test_aws_spot_only_group_uses_spot_launch_template() -> None:
 def test_aws_mixed_policy_templates_never_request_spot() -> None:
     # AWS rejects launch templates with instance_market_options inside a mixed instances policy
     for case in ("aws_only", "day_night", "three_clouds"):
-        files = render_plan(load(case))
+        files = render(load(case))
         templates = resources(files, "aws.tf.json", "aws_launch_template")
         for asg in resources(files, "aws.tf.json", "aws_autoscaling_group").values():
             for o in asg.get("mixed_instances_policy", {}).get("launch_template", {}).get("override", []):
@@ -151,7 +136,7 @@ def test_aws_mixed_policy_templates_never_request_spot() -> None:
 
 
 def test_aws_constant_plan_has_no_schedules_and_capacity_reservation_on_request() -> None:
-    files = render_plan(load("aws_only"))
+    files = render(load("aws_only"))
     assert "aws_autoscaling_schedule" not in files["aws.tf.json"]["resource"]
     asg = resources(files, "aws.tf.json", "aws_autoscaling_group")["training_use1_az4"]
     assert "lifecycle" not in asg
@@ -164,7 +149,7 @@ def test_aws_constant_plan_has_no_schedules_and_capacity_reservation_on_request(
 
 
 def test_aws_weighted_capacity_when_gpu_counts_differ() -> None:
-    files = render_plan(load("three_clouds"))
+    files = render(load("three_clouds"))
     asg = resources(files, "aws.tf.json", "aws_autoscaling_group")["inference_euc1_az3"]
     overrides = asg["mixed_instances_policy"]["launch_template"]["override"]
     assert {o["instance_type"]: o["weighted_capacity"] for o in overrides} == {"g6e.xlarge": "1", "g6e.12xlarge": "4"}
@@ -174,7 +159,7 @@ def test_aws_weighted_capacity_when_gpu_counts_differ() -> None:
 
 
 def test_aws_week_schedule_uses_day_of_week() -> None:
-    files = render_plan(load("three_clouds"))
+    files = render(load("three_clouds"))
     s = resources(files, "aws.tf.json", "aws_autoscaling_schedule")
     assert s["training_euc1_az2_mon_work"]["recurrence"] == "0 9 * * 1"
     assert s["training_euc1_az2_fri_off"]["recurrence"] == "0 18 * * 5"
@@ -185,7 +170,7 @@ def test_aws_week_schedule_uses_day_of_week() -> None:
 
 
 def test_gcp_templates_and_autoscaler() -> None:
-    files = render_plan(load("day_night"))
+    files = render(load("day_night"))
     (tpl,) = resources(files, "gcp.tf.json", "google_compute_instance_template").values()
     assert tpl["scheduling"] == {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
                                  "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE"}
@@ -201,7 +186,7 @@ def test_gcp_templates_and_autoscaler() -> None:
 
 
 def test_gcp_every_gpu_vm_terminates_on_maintenance() -> None:
-    files = render_plan(load("three_clouds"))
+    files = render(load("three_clouds"))
     templates = resources(files, "gcp.tf.json", "google_compute_instance_template")
     assert len(templates) == 3
     for name, tpl in templates.items():
@@ -227,7 +212,7 @@ def test_gcp_constant_plan_sets_target_size() -> None:
 
 
 def test_azure_spot_scale_set_and_recurrences() -> None:
-    files = render_plan(load("three_clouds"))
+    files = render(load("three_clouds"))
     sets = resources(files, "azure.tf.json", "azurerm_linux_virtual_machine_scale_set")
     spot = sets["inference_westeurope_standard_nc40ads_h100_v5_spot"]
     assert (spot["priority"], spot["eviction_policy"], spot["max_bid_price"]) == ("Spot", "Delete", -1)
@@ -261,9 +246,11 @@ def test_windows_derived_from_changes_when_plan_names_none() -> None:
         "08h": ("0 8 * * *", 5), "20h": ("0 20 * * *", 2)}
 
 
-def test_windows_ignored_for_constant_plan() -> None:
-    files = render_plan(plan([alloc("aws", "on_demand", [2])], horizon=1, windows=DAY_NIGHT))
-    assert "aws_autoscaling_schedule" not in files["aws.tf.json"]["resource"]
+def test_a_constant_plan_cannot_carry_windows() -> None:
+    from gpuprov import errors
+
+    with pytest.raises(errors.PlanFormatError, match=r"windows\.0\.start_slot"):
+        plan([alloc("aws", "on_demand", [2])], horizon=1, windows=DAY_NIGHT)
 
 
 def test_unmatched_reservation_gets_its_own_group() -> None:
@@ -288,21 +275,27 @@ def test_reservation_joins_group_by_node_size() -> None:
     assert len(inference.allocations) == 1
 
 
-def test_gang_from_workload_flag_or_name() -> None:
+def test_gang_from_the_workload_flag_not_its_name() -> None:
+    from decimal import Decimal
+
+    from gpuprov.plandoc import WorkloadSpec
+
     allocs = [alloc("aws", "on_demand", [1] * 24, workload="pretrain"),
               alloc("aws", "on_demand", [1] * 24, workload="training", zone="use1-az2")]
-    p = plan(allocs)
-    p["workloads"]["pretrain"] = {"gang": True, "node_gpus": 1}
-    p["workloads"].pop("training")
+    p = handmade(allocs, workloads=(WorkloadSpec("pretrain", Decimal("0.5"), 1, gang=True),
+                                    WorkloadSpec("training", Decimal("0.5"), 1, gang=False)))
     pgs = resources(render_plan(p), "aws.tf.json", "aws_placement_group")
-    assert sorted(pgs) == ["pretrain_use1_az1", "training_use1_az2"]
+    assert sorted(pgs) == ["pretrain_use1_az1"]
 
 
 def test_allocation_order_does_not_matter() -> None:
-    shuffled = load("three_clouds")
-    shuffled["allocations"] = list(reversed(shuffled["allocations"]))
-    assert json.dumps(render_plan(shuffled), sort_keys=True) == json.dumps(
-        render_plan(load("three_clouds")), sort_keys=True)
+    from dataclasses import replace
+
+    doc = load("three_clouds")
+    shuffled = replace(doc, allocations=tuple(reversed(doc.allocations)),
+                       reservations=tuple(reversed(doc.reservations)))
+    assert json.dumps(render(shuffled), sort_keys=True) == json.dumps(
+        render(load("three_clouds")), sort_keys=True)
 
 
 def test_gcp_capacity_needs_a_zone() -> None:
