@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov.errors import ConfigError
+from gpuprov.safeyaml import describe
 
+HOURS_PER_YEAR = 8760
 KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts")
 LIMIT_KEYS = ("max_launch_per_run", "max_price_age_hours", "unavailable_ttl_minutes", "budget_per_hour")
 
@@ -56,26 +58,64 @@ def config_path() -> Path:
     return Path(user_config_dir("gpuprov", appauthor=False)) / "config.yaml"
 
 
-def _number(value: Any, where: str) -> Decimal:
+def _number(value: Any, where: str, high: Decimal = Decimal(10) ** 9) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{where}: must be a number, got {describe(value)}")
     try:
-        d = Decimal(str(value))
+        d = Decimal(str(value)[:100])
     except InvalidOperation:
-        raise ConfigError(f"{where}: must be a number, got {value!r}") from None
-    if not d.is_finite() or d < 0:
-        raise ConfigError(f"{where}: must be a non-negative number, got {value!r}")
+        raise ConfigError(f"{where}: must be a number, got {describe(value)}") from None
+    if not d.is_finite() or d < 0 or d > high:
+        raise ConfigError(f"{where}: must be a number between 0 and {high:,}")
     return d
+
+
+CLOUD_KEYS: dict[str, dict[str, str]] = {
+    "aws": {"image": "str", "key_name": "str", "subnets": "map", "regions": "list"},
+    "gcp": {"project": "str", "image": "str", "network": "str", "subnetwork": "str", "zones": "list"},
+    "azure": {"subscription_id": "str", "resource_group": "str", "admin_username": "str", "ssh_public_key": "str",
+              "subnet_id": "str", "image_reference": "any", "regions": "list"},
+}
+
+
+def _cloud(raw: dict[str, Any], cloud: str, path: Path) -> dict[str, Any]:
+    """One cloud's driver settings, each of the kind its driver expects (strings stay short and
+    single-line: they reach API calls and logs)."""
+    spec = CLOUD_KEYS[cloud]
+    found = dict(raw.get(cloud) or {})
+    for key, value in found.items():
+        where = f"{path}: {cloud}.{key}"
+        kind = spec.get(str(key))
+        if kind is None:
+            raise ConfigError(f"{where}: unknown key (expected one of: {', '.join(spec)})")
+        if kind == "str":
+            _text(value, where)
+        elif kind == "list":
+            if not isinstance(value, list):
+                raise ConfigError(f"{where}: must be a list of names, got {describe(value)}")
+            for item in value:
+                _text(item, where)
+        elif kind == "map":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: must be a mapping of names, got {describe(value)}")
+            for k, v in value.items():
+                _text(k, where)
+                _text(v, where)
+    return found
+
+
+def _text(value: Any, where: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 4096 or any(c in value for c in "\r\n\0"):
+        raise ConfigError(f"{where}: must be a non-empty single-line string, got {describe(value)}")
 
 
 def load() -> Config:
     path = config_path()
     raw: dict[str, Any] = {}
     if path.exists():
-        import yaml
+        from gpuprov.safeyaml import load_file
 
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read the config: {exc}") from None
+        loaded = load_file(path, str(path))
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the config must be a mapping")
         raw = loaded or {}
@@ -90,12 +130,15 @@ def load() -> Config:
     if unknown:
         raise ConfigError(f"{path}: limits.{unknown[0]}: unknown key")
     limits = Limits(
-        max_launch_per_run=int(_number(lim.get("max_launch_per_run", 100), "limits.max_launch_per_run")),
-        max_price_age_hours=_number(lim.get("max_price_age_hours", 72), "limits.max_price_age_hours"),
-        unavailable_ttl_minutes=_number(lim.get("unavailable_ttl_minutes", 3), "limits.unavailable_ttl_minutes"),
+        max_launch_per_run=int(_number(lim.get("max_launch_per_run", 100), "limits.max_launch_per_run",
+                                       Decimal(1_000_000))),
+        max_price_age_hours=_number(lim.get("max_price_age_hours", 72), "limits.max_price_age_hours",
+                                    Decimal(HOURS_PER_YEAR)),
+        unavailable_ttl_minutes=_number(lim.get("unavailable_ttl_minutes", 3), "limits.unavailable_ttl_minutes",
+                                        Decimal(HOURS_PER_YEAR * 60)),
         budget_per_hour=None if lim.get("budget_per_hour") is None
         else _number(lim["budget_per_hour"], "limits.budget_per_hour"))
-    aws, gcp, azure = dict(raw.get("aws") or {}), dict(raw.get("gcp") or {}), dict(raw.get("azure") or {})
+    aws, gcp, azure = (_cloud(raw, "aws", path), _cloud(raw, "gcp", path), _cloud(raw, "azure", path))
     env = os.environ
     if env.get("GPUPROV_AWS_IMAGE"):
         aws["image"] = env["GPUPROV_AWS_IMAGE"]
@@ -111,6 +154,10 @@ def load() -> Config:
     for key, factor in discounts.items():
         if factor > 1 or factor == 0:
             raise ConfigError(f"{path}: discounts.{key}: a factor in (0, 1], got {factor}")
-    return Config(path=path if path.exists() else None, owner=str(env.get("GPUPROV_OWNER") or raw.get("owner")
-                                                                 or "default"),
+    from gpuprov.names import owner as valid_owner
+
+    who = env.get("GPUPROV_OWNER") or raw.get("owner") or "default"
+    valid_owner(who if isinstance(who, str) else repr(who),
+                "GPUPROV_OWNER" if env.get("GPUPROV_OWNER") else f"{path}: owner", config=True)
+    return Config(path=path if path.exists() else None, owner=who,
                   aws=aws, gcp=gcp, azure=azure, limits=limits, discounts=discounts)

@@ -86,11 +86,10 @@ def prices_table(offers: Sequence[Offer], title: str) -> Any:
 
 def plan_tables(doc: PlanDocument) -> list[Any]:
     """Rich renderables for a plan document."""
-    from rich.markup import escape
     from rich.table import Table
 
     hours = doc.horizon_hours
-    title = f"plan {doc.plan_id}: {doc.gpus}× {escape(doc.gpu)}"
+    title = f"plan {doc.plan_id}: {doc.gpus}× {doc.gpu!s}"
     if hours > 1:
         title += f", peak of {hours} hourly slots (instances at the busiest slot; $/h at that slot)"
     alloc = Table(title=title, title_justify="left")
@@ -100,11 +99,11 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
         alloc.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for a in doc.allocations:
         n = a.instances
-        alloc.add_row(escape(a.workload), a.cloud, escape(a.location), escape(a.instance_type), a.market, str(n),
+        alloc.add_row(str(a.workload), a.cloud, str(a.location), str(a.instance_type), a.market, str(n),
                       str(n * a.gpus_per_instance), money(a.unit_hourly_usd * n), "")
     for r in doc.reservations:
         users = ", ".join(sorted(r.gpus_used_by_slot)) or "idle"
-        alloc.add_row(escape(users), r.cloud, escape(r.location), escape(r.instance_type), r.market,
+        alloc.add_row(str(users), r.cloud, str(r.location), str(r.instance_type), r.market,
                       str(r.instances), str(r.instances * r.gpus_per_instance), money(r.hourly_usd),
                       f"commits {money(r.commitment_total_usd)} over {r.term_label}")
     c = doc.costs
@@ -121,19 +120,19 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
     summary.add_row("proven lower bound on the objective / gap",
                     f"{money(c.lower_bound_usd / hours)}/h / {c.gap:.2%}")
     if doc.reservations:
-        summary.add_row("commitment", escape(doc.commitments.summary))
+        summary.add_row("commitment", str(doc.commitments.summary))
     for b in doc.baselines:
-        label = escape(b.description if b.where is None else f"{b.description}: {b.where}")
+        label = str(b.description if b.where is None else f"{b.description}: {b.where}")
         if b.hourly_usd is None or b.saving_fraction is None:
-            summary.add_row(label, f"not available: {escape(b.reason or 'cannot be built')}")
+            summary.add_row(label, f"not available: {b.reason or 'cannot be built'!s}")
             continue
         summary.add_row(label, f"{money(b.hourly_usd)}/h  (plan saves {b.saving_fraction:.1%})")
     if doc.solve.binding:
-        summary.add_row("binding", escape("; ".join(doc.solve.binding)))
+        summary.add_row("binding", str("; ".join(doc.solve.binding)))
     summary.add_row("offers", f"{doc.solve.offers_considered} in the model; {doc.solve.offers_left_out} "
                     "left out as dominated or provably unable to improve the plan")
     for w in doc.warnings:
-        summary.add_row("warning", escape(w))
+        summary.add_row("warning", str(w))
     return [alloc, summary]
 
 

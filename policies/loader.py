@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpuprov.errors import ConfigError
 from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, DEFAULT_LOST_HOURS
+from gpuprov.safeyaml import describe
 from policies.model import (
     DAYS,
     WORKLOADS,
@@ -54,27 +55,30 @@ def load(spec: str) -> Policy:
     if spec in presets():
         text = (resources.files("policies") / "presets" / f"{spec}.yaml").read_text(encoding="utf-8")
         return parse(text, f"preset {spec}")
-    path = Path(spec)
-    if not path.exists():
-        raise ConfigError(f"no policy file or preset named {spec!r}",
-                          hint=f"presets: {', '.join(presets())}")
+    from gpuprov.names import show
+    from gpuprov.safeyaml import read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{spec}: cannot read: {exc}") from exc
-    return parse(text, spec)
+        path = Path(spec)
+        exists = path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
+        raise ConfigError(f"no policy file or preset named {show(spec)}",
+                          hint=f"presets: {', '.join(presets())}")
+    return parse(read_text(path, spec[:200]), spec[:200])
 
 
 def parse(text: str, origin: str) -> Policy:
-    import yaml
+    from gpuprov.safeyaml import load_text
 
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{origin}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    return _Reader(origin).policy(doc)
+    return _Reader(origin).policy(load_text(text, origin))
+
+
+def _key(key: object) -> str:
+    """A mapping key for an error path: printable, at most 40 characters."""
+    text = str(key).encode("unicode_escape", "backslashreplace").decode("ascii")
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _Reader:
@@ -89,7 +93,7 @@ class _Reader:
             return {}
         if not isinstance(value, dict):
             raise self.fail(path, "must be a mapping")
-        unknown = sorted(str(k) for k in value if k not in keys)
+        unknown = sorted(_key(k) for k in value if k not in keys)
         if unknown:
             raise self.fail(f"{path}.{unknown[0]}" if path else unknown[0],
                             f"unknown key (expected one of: {', '.join(keys)})")
@@ -97,7 +101,7 @@ class _Reader:
 
     def integer(self, value: Any, path: str, low: int = 0, high: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(path, f"must be a whole number, got {value!r}")
+            raise self.fail(path, f"must be a whole number, got {describe(value)}")
         if value < low or (high is not None and value > high):
             raise self.fail(path, f"must be between {low} and {high}" if high is not None
                             else f"must be at least {low}")
@@ -105,13 +109,13 @@ class _Reader:
 
     def decimal(self, value: Any, path: str, low: Decimal | None = None, high: Decimal | None = None) -> Decimal:
         if isinstance(value, bool):
-            raise self.fail(path, f"must be a number, got {value!r}")
+            raise self.fail(path, f"must be a number, got {describe(value)}")
         try:
             d = Decimal(str(value))
         except InvalidOperation:
-            raise self.fail(path, f"must be a number, got {value!r}") from None
+            raise self.fail(path, f"must be a number, got {describe(value)}") from None
         if not d.is_finite():
-            raise self.fail(path, f"must be a finite number, got {value!r}")
+            raise self.fail(path, f"must be a finite number, got {describe(value)}")
         if (low is not None and d < low) or (high is not None and d > high):
             raise self.fail(path, f"must be between {low} and {high}" if high is not None
                             else f"must be at least {low}")
@@ -125,7 +129,7 @@ class _Reader:
         if allowed is not None:
             for i, v in enumerate(value):
                 if v not in allowed:
-                    raise self.fail(f"{path}[{i}]", f"unknown value {v!r} (expected one of: {', '.join(allowed)})")
+                    raise self.fail(f"{path}[{i}]", f"unknown value (expected one of: {', '.join(allowed)})")
         return tuple(value)
 
     def amount(self, value: Any, path: str) -> Amount:
@@ -140,7 +144,7 @@ class _Reader:
         text = value if isinstance(value, str) else f"{value}"
         m = re.fullmatch(r"(\d{1,2}):00", text.strip())
         if not m or int(m.group(1)) > 23:
-            raise self.fail(path, f"must be a whole hour like '08:00', got {value!r}")
+            raise self.fail(path, f"must be a whole hour like '08:00', got {describe(value)}")
         return int(m.group(1))
 
     def policy(self, doc: Any) -> Policy:
@@ -149,7 +153,7 @@ class _Reader:
             "workloads", "schedule", "caps", "budget_per_hour", "spot_interruption", "max_price_age_hours"))
         tz = str(top.get("timezone", "UTC"))
         if not valid_timezone(tz):
-            raise self.fail("timezone", f"unknown time zone {tz!r}")
+            raise self.fail("timezone", "unknown time zone (an IANA name such as Europe/Berlin)")
         horizon = self.integer(top.get("horizon_hours", 24), "horizon_hours")
         if horizon not in (24, 168):
             raise self.fail("horizon_hours", "must be 24 (a day) or 168 (a week)")

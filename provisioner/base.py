@@ -18,7 +18,8 @@ database only mirrors it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -72,11 +73,52 @@ class InstanceHandle:
     token: str
     workload: str
     launched_at: datetime | None = None
+    problem: str | None = None                # gpuprov tags that did not parse (the instance is still owned)
 
     @property
     def pool(self) -> tuple[str, str, str, str, str, str]:
         """What makes instances interchangeable: cloud, region, zone, type, market, workload."""
         return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload)
+
+
+@dataclass(frozen=True, slots=True)
+class TagFields:
+    owner: str
+    plan_id: str
+    token: str
+    workload: str
+    market: Market
+    problem: str | None
+
+
+TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+PLAN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+WORKLOAD_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
+
+
+def read_tags(tags: Mapping[str, str], fallback_market: Market) -> TagFields:
+    """gpuprov's tags as read back from a cloud: data, never trusted. A value that does not parse
+    is dropped (empty) and named in ``problem``; the market falls back to what the cloud says.
+    The owner is kept verbatim: the driver asked the cloud for that exact owner."""
+    bad: list[str] = []
+
+    def pick(key: str, pattern: re.Pattern[str]) -> str:
+        value = tags.get(key, "")
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            bad.append(key)
+            return ""
+        return value
+
+    plan_id, token, workload = pick(PLAN_TAG, PLAN_RE), pick(TOKEN_TAG, TOKEN_RE), pick(WORKLOAD_TAG, WORKLOAD_RE)
+    try:
+        market = Market(tags.get(MARKET_TAG, ""))
+    except ValueError:
+        bad.append(MARKET_TAG)
+        market = fallback_market
+    owner = tags.get(OWNER_TAG, "")
+    return TagFields(owner=owner if isinstance(owner, str) else "", plan_id=plan_id, token=token,
+                     workload=workload, market=market,
+                     problem=f"unreadable tags: {', '.join(bad)}" if bad else None)
 
 
 class Driver(Protocol):

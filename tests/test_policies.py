@@ -69,7 +69,7 @@ def _write(tmp_path: Path, text: str) -> str:
     ("workloads: {training: {}}\nschedule: {default: {training: 8}}\nhorizon_hours: 12",
      "horizon_hours: must be 24 (a day) or 168 (a week)"),
     ("workloads: {training: {}}\nschedule: {default: {training: 8}}\ntimezone: Mars/Olympus",
-     "timezone: unknown time zone 'Mars/Olympus'"),
+     "timezone: unknown time zone"),
     ("workloads: {trainig: {}}", "workloads.trainig: unknown key"),
     ("workloads: {training: {}}\nschedule: {windows: [{start: '8:30', end: '20:00', demand: {training: 1}}]}",
      "schedule.windows[0].start: must be a whole hour"),
@@ -79,7 +79,7 @@ def _write(tmp_path: Path, text: str) -> str:
     ("workloads: {training: {gang: yes please}}\nschedule: {default: {training: 8}}",
      "workloads.training.gang: must be true or false"),
     ("workloads: {training: {}}\nschedule: {default: {training: 8}}\nmarkets: [spot, bargain]",
-     "markets[1]: unknown value 'bargain'"),
+     "markets[1]: unknown value (expected one of"),
     ("workloads: [training]", "workloads: must be a mapping"),
     ("workloads: {training: {}\n", "line"),
 ])

@@ -136,7 +136,10 @@ def console() -> Any:
     """A rich console; wide enough for the tables when output is piped to a file."""
     from rich.console import Console
 
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    # markup off: names from clouds, files and flags are printed as they are ("[/]" is no tag)
+    if sys.stdout.isatty():
+        return Console(markup=False, emoji=False, highlight=False)
+    return Console(width=160, markup=False, emoji=False, highlight=False)
 
 
 def warn(message: str) -> None:

@@ -1,16 +1,23 @@
-"""Making the drivers a run needs, from the config file and the environment."""
+"""Making the drivers a run needs, from the config file and the environment; asking them all.
+
+Discovery: a fleet command asks every cloud that is configured or has credentials (AWS: the
+``aws`` config section or the SDK's usual environment variables and files; GCP: a project;
+Azure: a subscription and resource group), every cloud a plan or the fleet's own journal
+names, in every region the config lists or, where it lists none, every region the account
+can see. What could not be asked is reported, never taken for "nothing runs there".
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpuprov.config import Config
-from gpuprov.errors import ConfigError
+from gpuprov.errors import ConfigError, GpuprovError, MissingExtraError
 from gpuprov.models import Cloud
-from provisioner.base import Driver
+from provisioner.base import Driver, InstanceHandle
 
 FAKE_ENV = "GPUPROV_FAKE_CLOUD"
 
@@ -29,8 +36,9 @@ def make(clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[
         elif cloud is Cloud.AWS:
             from provisioner.drivers.aws import AwsDriver
 
-            aws_regions = set(regions.get(cloud, set())) | set(cfg.aws.get("regions", []))
-            out[cloud] = AwsDriver(sorted(aws_regions) or ["us-east-1"], image=cfg.aws.get("image"),
+            listed = set(cfg.aws.get("regions", []))       # none listed: every region the account sees
+            aws_regions = (listed | set(regions.get(cloud, set()))) if listed else set()
+            out[cloud] = AwsDriver(sorted(aws_regions), image=cfg.aws.get("image"),
                                    subnets=cfg.aws.get("subnets"), key_name=cfg.aws.get("key_name"))
         elif cloud is Cloud.GCP:
             from provisioner.drivers.gcp import GcpDriver
@@ -40,7 +48,9 @@ def make(clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[
                 raise ConfigError("no GCP project configured",
                                   hint="set gcp.project in the config or GOOGLE_CLOUD_PROJECT")
             kwargs: dict[str, Any] = {k: cfg.gcp[k] for k in ("image", "network", "subnetwork") if k in cfg.gcp}
-            out[cloud] = GcpDriver(project, sorted(zones.get(cloud, set()) | set(cfg.gcp.get("zones", []))), **kwargs)
+            listed = set(cfg.gcp.get("zones", []))          # none listed: every zone (aggregated list)
+            gcp_zones = (listed | set(zones.get(cloud, set()))) if listed else set()
+            out[cloud] = GcpDriver(project, sorted(gcp_zones), **kwargs)
         else:
             from provisioner.drivers.azure import AzureDriver
             from provisioner.multi import PerRegion
@@ -54,3 +64,52 @@ def make(clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[
             locations = sorted(regions.get(cloud, set()) | set(cfg.azure.get("regions", []))) or ["eastus"]
             out[cloud] = PerRegion(cloud, {loc: AzureDriver(sub, group, loc, **extra) for loc in locations})
     return out
+
+
+AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+           "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_ENDPOINT_URL")
+
+
+def configured(cfg: Config) -> set[Cloud]:
+    """Clouds this machine can ask, without a network call to find out."""
+    if os.environ.get(FAKE_ENV):
+        return set(Cloud)
+    out: set[Cloud] = set()
+    home = Path.home()
+    if cfg.aws or any(os.environ.get(k) for k in AWS_ENV) or (home / ".aws" / "credentials").exists() \
+            or (home / ".aws" / "config").exists():
+        out.add(Cloud.AWS)
+    if cfg.gcp.get("project"):
+        out.add(Cloud.GCP)
+    if cfg.azure.get("subscription_id") and cfg.azure.get("resource_group"):
+        out.add(Cloud.AZURE)
+    return out
+
+
+def for_fleet(cfg: Config, needed: set[Cloud], regions: dict[Cloud, set[str]], zones: dict[Cloud, set[str]],
+              ) -> tuple[dict[Cloud, Driver], dict[Cloud, str]]:
+    """Drivers for every cloud the fleet may run in: ``needed`` (named by a plan, the mirror or
+    the journal: a missing setting there is an error) and every configured one (a missing extra
+    or setting there is reported in the second map and skipped)."""
+    drivers: dict[Cloud, Driver] = {}
+    skipped: dict[Cloud, str] = {}
+    for cloud in sorted(needed | configured(cfg)):
+        try:
+            drivers.update(make({cloud}, regions, zones, cfg))
+        except (ConfigError, MissingExtraError) as exc:
+            if cloud in needed:
+                raise
+            skipped[cloud] = exc.message
+    return drivers, skipped
+
+
+def describe_all(drivers: Mapping[Cloud, Driver], owner: str) -> tuple[list[InstanceHandle], dict[Cloud, str]]:
+    """What every driver says the fleet runs, and the clouds that could not be asked (and why)."""
+    found: list[InstanceHandle] = []
+    failed: dict[Cloud, str] = {}
+    for cloud, driver in sorted(drivers.items()):
+        try:
+            found += [h for h in driver.describe(owner) if h.owner == owner]
+        except GpuprovError as exc:
+            failed[cloud] = exc.message
+    return found, failed

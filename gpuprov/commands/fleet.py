@@ -6,17 +6,19 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpuprov import names
 from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import (
     CapacityError,
+    ConfigError,
     InfeasibleError,
     PlanFormatError,
     ProvisioningError,
@@ -106,6 +108,26 @@ def diff_table(d: Any, title: str) -> Any:
     return table
 
 
+WAIT_HELP = "wait up to this many seconds for another actor on the fleet to finish"
+
+
+def _wait(seconds: float) -> timedelta:
+    if not 0 <= seconds <= 86_400:
+        raise UsageError(f"--wait must be between 0 and 86400 seconds, got {seconds:g}")
+    return timedelta(seconds=seconds)
+
+
+def _unasked(failed: Mapping[Cloud, str], skipped: Mapping[Cloud, str]) -> str:
+    parts = [f"{c.value} ({why})" for c, why in sorted({**skipped, **failed}.items())]
+    return "; ".join(parts)
+
+
+def _fleet(cfg: Any, who: str, docs: Sequence[PlanDocument], state: Any) -> tuple[dict[Cloud, Any], dict[Cloud, str]]:
+    mirrored, _ = state.mirrored(who)
+    clouds, regions, zones = scope(docs, mirrored)
+    return driver_factory.for_fleet(cfg, clouds | state.clouds_used(who), regions, zones)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def apply(
@@ -116,24 +138,27 @@ def register(app: typer.Typer) -> None:
         allow_stale: bool = typer.Option(False, "--allow-stale", help="apply a plan on old prices"),
         max_launch: int = typer.Option(None, "--max-launch", help="circuit breaker: most launches per run"),
         budget: str = typer.Option(None, "--budget", help="never run more than this many USD per hour"),
+        wait: float = typer.Option(0.0, "--wait", help=WAIT_HELP),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
     ) -> None:
         """Launch and terminate instances until the clouds run the plan's current slot."""
         fmt = common.parse_output(output, ("table", "json"))
         from gpuprov import config
         from gpuprov.commands.terraform import _load_plan
+        from gpuprov.store.lease import FleetLock, Leases
         from gpuprov.store.plans import PlanStore
         from gpuprov.store.state import StateStore
         from provisioner import apply as engine
 
         cfg = config.load()
-        who = owner or cfg.owner
+        who = names.owner(owner) if owner is not None else cfg.owner
         limit = max_launch if max_launch is not None else cfg.limits.max_launch_per_run
-        if limit < 0:
-            raise UsageError("--max-launch must be at least 0")
+        if not 0 <= limit <= 1_000_000:
+            raise UsageError("--max-launch must be between 0 and 1000000")
+        patience = _wait(wait)
         doc = _load_plan(plan)
         planned_cap = doc.request.budget_per_hour
-        cap = (common.parse_decimal(budget, "--budget", Decimal(0)) if budget
+        cap = (common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9) if budget
                else cfg.limits.budget_per_hour if cfg.limits.budget_per_hour is not None
                else planned_cap)
         when = common.now()
@@ -147,38 +172,43 @@ def register(app: typer.Typer) -> None:
         if not 0 <= at < doc.horizon_hours:
             raise UsageError(f"--slot must be between 0 and {doc.horizon_hours - 1}")
         state = StateStore()
-        mirrored, _ = state.mirrored(who)
-        clouds, regions, zones = scope([doc], mirrored)
-        drivers = driver_factory.make(clouds, regions, zones, cfg)
-        tried: list[str] = []
+        drivers, skipped = _fleet(cfg, who, [doc], state)
         out_console = common.console()
-        for _attempt in range(MAX_FAILOVERS + 1):
-            actual = [h for d in drivers.values() for h in d.describe(who)]
-            state.settle(who, {h.token for h in actual}, common.now())
-            state.mirror(who, actual, common.now())
+        if not yes:
+            actual, failed = driver_factory.describe_all(drivers, who)
+            _must_answer(doc, failed)
             d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
-            if not yes:
-                _report(fmt, doc, at, d, dry=True, console=out_console)
-                return
-            try:
-                engine.execute(d, drivers, state, who, common.now, budget_per_hour=cap, max_launch=limit,
-                               fault=_fault())
-            except CapacityError as exc:
-                ttl = timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes))
-                state.mark_unavailable(exc.pool, common.now() + ttl, exc.message)
-                tried.append(f"{'/'.join(exc.pool)}: {exc.message}")
-                common.warn(f"{exc.message}; planning again without that pool")
-                doc = _replan(doc, state, tried)
-                PlanStore().save(doc)
-                clouds2, regions2, zones2 = scope([doc], [])
-                for c in clouds2 - set(drivers):
-                    drivers.update(driver_factory.make(
-                        {c}, regions2, zones2, cfg))
-                continue
-            final = [h for drv in drivers.values() for h in drv.describe(who)]
-            state.mirror(who, final, common.now())
-            _report(fmt, doc, at, d, dry=False, console=out_console)
+            _report(fmt, doc, at, d, dry=True, console=out_console)
+            _fail_if_unasked(failed, skipped, "the diff leaves out")
             return
+        tried: list[str] = []
+        with FleetLock(Leases(), who, "gpuprov apply", patience) as lock:
+            for _attempt in range(MAX_FAILOVERS + 1):
+                lock.guard()
+                actual, failed = driver_factory.describe_all(drivers, who)
+                _must_answer(doc, failed)
+                state.settle(who, {h.token for h in actual}, common.now())
+                state.mirror(who, actual, common.now())
+                d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
+                try:
+                    engine.execute(d, drivers, state, who, common.now, budget_per_hour=cap, max_launch=limit,
+                                   fault=_fault(), before_call=lock.guard)
+                except CapacityError as exc:
+                    ttl = timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes))
+                    state.mark_unavailable(exc.pool, common.now() + ttl, exc.message)
+                    tried.append(f"{'/'.join(exc.pool)}: {exc.message}")
+                    common.warn(f"{exc.message}; planning again without that pool")
+                    doc = _replan(doc, state, tried)
+                    PlanStore().save(doc)
+                    clouds2, regions2, zones2 = scope([doc], [])
+                    for c in clouds2 - set(drivers):
+                        drivers.update(driver_factory.make({c}, regions2, zones2, cfg))
+                    continue
+                final, _ = driver_factory.describe_all(drivers, who)
+                state.mirror(who, final, common.now())
+                _report(fmt, doc, at, d, dry=False, console=out_console)
+                _fail_if_unasked(failed, skipped, "apply left alone whatever runs in")
+                return
         raise ProvisioningError(f"gave up after {MAX_FAILOVERS} capacity failovers: " + "; ".join(tried))
 
     @app.command()
@@ -194,19 +224,21 @@ def register(app: typer.Typer) -> None:
         from gpuprov.store.state import StateStore
 
         cfg = config.load()
-        who = owner or cfg.owner
+        who = names.owner(owner) if owner is not None else cfg.owner
         state = StateStore()
         mirrored, seen = state.mirrored(who)
+        failed: dict[Cloud, str] = {}
+        skipped: dict[Cloud, str] = {}
         if cached:
             handles = mirrored
         else:
-            clouds, regions, zones = scope([], mirrored)
-            drivers = driver_factory.make(clouds, regions, zones, cfg)
-            handles = [h for d in drivers.values() for h in d.describe(who)]
-            state.mirror(who, handles, common.now())
+            drivers, skipped = _fleet(cfg, who, [], state)
+            handles, failed = driver_factory.describe_all(drivers, who)
+            if not failed:
+                state.mirror(who, handles, common.now())
         plans: dict[str, PlanDocument | None] = {}
         store = PlanStore()
-        for pid in sorted({h.plan_id for h in handles}):
+        for pid in sorted({h.plan_id for h in handles if h.plan_id}):
             try:
                 plans[pid] = store.get(pid)
             except (UsageError, PlanFormatError):
@@ -214,13 +246,13 @@ def register(app: typer.Typer) -> None:
         groups: dict[tuple[str, ...], list[Any]] = {}
         for h in handles:
             groups.setdefault((h.plan_id, h.cloud.value, h.zone or h.region, h.instance_type, h.market.value,
-                               h.workload), []).append(h)
+                               h.workload, h.problem or ""), []).append(h)
         rows: list[dict[str, Any]] = []
         now = common.now()
         for key, hs in sorted(groups.items()):
             doc = plans.get(key[0])
             price, want = None, None
-            if doc is not None:
+            if doc is not None and not key[6]:
                 from provisioner.apply import wanted
 
                 w = wanted(doc, _slot(doc, now)).get(hs[0].pool)
@@ -228,60 +260,99 @@ def register(app: typer.Typer) -> None:
                     price, want = w.unit_hourly_usd, w.count
             rows.append({"plan": key[0], "cloud": key[1], "location": key[2], "instance_type": key[3],
                          "market": key[4], "workload": key[5], "instances": len(hs), "planned": want,
-                         "hourly_usd": None if price is None else price * len(hs)})
+                         "hourly_usd": None if price is None else price * len(hs), "problem": key[6] or None})
         total = sum((r["hourly_usd"] or Decimal(0) for r in rows), Decimal(0))
         if fmt == "json":
             for r in rows:
                 r["hourly_usd"] = None if r["hourly_usd"] is None else str(r["hourly_usd"])
-            json.dump({"owner": who, "instances": len(handles), "hourly_usd": str(total), "groups": rows},
+            json.dump({"owner": who, "instances": len(handles), "hourly_usd": str(total), "groups": rows,
+                       "source": "mirror" if cached else "live",
+                       "unasked": {c.value: why for c, why in sorted({**skipped, **failed}.items())}},
                       sys.stdout, indent=2)
             sys.stdout.write("\n")
-            return
-        from rich.table import Table
+        else:
+            from rich.table import Table
 
-        source = f"mirror from {seen:%Y-%m-%d %H:%M} UTC" if cached and seen else "live"
-        table = Table(title=f"fleet {who}: {len(handles)} instances, ${total:,.2f}/h ({source})", title_justify="left")
-        for col in ("plan", "cloud", "location", "instance type", "market", "workload", "running", "planned", "$/h"):
-            table.add_column(col, no_wrap=True)
-        for r in rows:
-            table.add_row(r["plan"], r["cloud"], r["location"], r["instance_type"], r["market"], r["workload"],
-                          str(r["instances"]), "?" if r["planned"] is None else str(r["planned"]),
-                          "?" if r["hourly_usd"] is None else f"${r['hourly_usd']:,.2f}")
-        common.console().print(table)
+            source = (f"the database's mirror from {seen:%Y-%m-%d %H:%M} UTC, no cloud asked" if cached and seen
+                      else "the database's mirror (empty), no cloud asked" if cached else "live")
+            table = Table(title=f"fleet {who}: {len(handles)} instances, ${total:,.2f}/h ({source})",
+                          title_justify="left")
+            for col in ("plan", "cloud", "location", "instance type", "market", "workload", "running", "planned",
+                        "$/h", "note"):
+                table.add_column(col, no_wrap=True)
+            for r in rows:
+                table.add_row(r["plan"] or "?", r["cloud"], r["location"], r["instance_type"], r["market"],
+                              r["workload"] or "?", str(r["instances"]),
+                              "?" if r["planned"] is None else str(r["planned"]),
+                              "?" if r["hourly_usd"] is None else f"${r['hourly_usd']:,.2f}", r["problem"] or "")
+            common.console().print(table)
+        _fail_if_unasked(failed, skipped, "status does not show what runs in")
 
     @app.command()
     def destroy(
         plan: str = typer.Option(None, "--plan", help="only the instances of this plan"),
         owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
         yes: bool = typer.Option(False, "--yes", "-y", help="act; without it, list what would end"),
+        wait: float = typer.Option(0.0, "--wait", help=WAIT_HELP),
     ) -> None:
-        """Terminate every instance gpuprov owns (or one plan's), idempotently."""
+        """Terminate every instance gpuprov owns (or one plan's), idempotently, in every cloud it can ask."""
         from gpuprov import config
+        from gpuprov.store.lease import FleetLock, Leases
         from gpuprov.store.state import StateStore
         from provisioner.apply import Diff, execute
 
         cfg = config.load()
-        who = owner or cfg.owner
+        who = names.owner(owner) if owner is not None else cfg.owner
+        patience = _wait(wait)
         state = StateStore()
-        mirrored, _ = state.mirrored(who)
         docs = []
         if plan:
             from gpuprov.commands.terraform import _load_plan
 
             docs.append(_load_plan(plan))
-        clouds, regions, zones = scope(docs, mirrored)
-        drivers = driver_factory.make(clouds, regions, zones, cfg)
-        actual = [h for d in drivers.values() for h in d.describe(who)]
-        doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
+        drivers, skipped = _fleet(cfg, who, docs, state)
         out = common.console()
+        if not drivers:
+            raise ConfigError("no cloud is configured or has credentials, and this fleet has used none: "
+                              "nothing was asked",
+                              hint="configure the clouds the fleet runs in (see gpuprov/config.py)")
         if not yes:
+            actual, failed = driver_factory.describe_all(drivers, who)
+            doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
             out.print(f"would terminate {len(doomed)} instances of fleet {who}; pass --yes to do it")
+            _fail_if_unasked(failed, skipped, "the count leaves out")
             return
-        d = Diff(plan_id=docs[0].plan_id if docs else "destroy", slot=0, terminate=doomed)
-        execute(d, drivers, state, who, common.now, max_launch=0, fault=_fault())
-        remaining = [h for drv in drivers.values() for h in drv.describe(who)]
-        state.mirror(who, remaining, common.now())
-        out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
+        with FleetLock(Leases(), who, "gpuprov destroy", patience) as lock:
+            lock.guard()
+            actual, failed = driver_factory.describe_all(drivers, who)
+            doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
+            d = Diff(plan_id=docs[0].plan_id if docs else "destroy", slot=0, terminate=doomed)
+            execute(d, drivers, state, who, common.now, max_launch=0, fault=_fault(), before_call=lock.guard)
+            remaining, failed_after = driver_factory.describe_all(drivers, who)
+            failed = {**failed, **failed_after}
+            if not failed:
+                state.mirror(who, remaining, common.now())
+        if failed or skipped:
+            out.print(f"terminated {len(doomed)} instances of fleet {who}; "
+                      f"{len(remaining)} remain where the clouds answered")
+        else:
+            out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
+        _fail_if_unasked(failed, skipped, "destroy could not end what runs in")
+
+
+def _must_answer(doc: PlanDocument, failed: Mapping[Cloud, str]) -> None:
+    """Apply needs every cloud of its plan to answer before it changes anything."""
+    for a in doc.placements():
+        cloud = Cloud(a.cloud)
+        if cloud in failed:
+            raise ProvisioningError(f"could not ask {cloud.value} what the fleet runs: {failed[cloud]}",
+                                    hint="nothing was changed")
+
+
+def _fail_if_unasked(failed: Mapping[Cloud, str], skipped: Mapping[Cloud, str], what: str) -> None:
+    if failed or skipped:
+        raise ProvisioningError(f"{what} {_unasked(failed, skipped)}",
+                                hint="fix the configuration or credentials of those clouds and run it again")
 
 
 def _plans_of(handles: Sequence[Any]) -> list[PlanDocument]:

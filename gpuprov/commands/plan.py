@@ -147,14 +147,13 @@ def register(app: typer.Typer) -> None:
                         "policy": p.policy, "hourly_usd": p.hourly_usd} for p in saved], sys.stdout, indent=2)
             sys.stdout.write("\n")
             return
-        from rich.markup import escape
         from rich.table import Table
 
         table = Table(title=f"{len(saved)} saved plans", title_justify="left")
         for col in ("id", "created (UTC)", "GPUs", "policy", "$/h"):
             table.add_column(col)
         for p in saved:
-            table.add_row(escape(p.id), f"{p.created_at:%Y-%m-%d %H:%M}", escape(f"{p.gpus}× {p.gpu}"),
-                          escape(p.policy), f"${Decimal(p.hourly_usd):,.2f}")
+            table.add_row(str(p.id), f"{p.created_at:%Y-%m-%d %H:%M}", str(f"{p.gpus}× {p.gpu}"),
+                          str(p.policy), f"${Decimal(p.hourly_usd):,.2f}")
         common.console().print(table)
 

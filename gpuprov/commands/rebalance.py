@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 from datetime import timedelta
 from decimal import Decimal
@@ -14,6 +13,7 @@ from typing import Any
 
 import typer
 
+from gpuprov import names
 from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import GpuprovError, UsageError
@@ -100,7 +100,7 @@ def _world(owner: str, plan: str | None, cfg: Any) -> Any:
     from gpuprov.commands.fleet import scope
 
     clouds, regions, zones = scope(docs, mirrored)
-    drivers = driver_factory.make(clouds, regions, zones, cfg)
+    drivers, _skipped = driver_factory.for_fleet(cfg, clouds | state.clouds_used(owner), regions, zones)
 
     def offers(names: Any) -> Any:
         catalog, _snaps = common.open_catalog()
@@ -131,8 +131,9 @@ def _refresher(clouds: Any) -> Any:
 def _settings(owner: str, cfg: Any, dry: bool, share: str, min_saving: str, min_fraction: str,
               hysteresis: str, lead: str) -> Any:
     from gpuprov.rebalance import Settings
+    from gpuprov.store.lease import holder_id
 
-    return Settings(owner=owner, holder=f"{socket.gethostname()}:{os.getpid()}",
+    return Settings(owner=owner, holder=holder_id("gpuprov rebalance"),
                     disruption_share=common.parse_fraction(share, "--disruption-share"),
                     min_saving_usd=common.parse_decimal(min_saving, "--min-saving", Decimal(0)),
                     min_saving_fraction=common.parse_fraction(min_fraction, "--min-saving-fraction"),
@@ -177,7 +178,7 @@ def rebalance(
     from gpuprov import config
 
     cfg = config.load()
-    who = owner or cfg.owner
+    who = names.owner(owner) if owner is not None else cfg.owner
     modes = sum(bool(x) for x in (once, every and not emit, emit))   # --every also sets --emit's interval
     if modes != 1:
         raise UsageError("choose one of --once, --every DURATION or --emit cronjob|systemd")
@@ -232,7 +233,7 @@ def history(owner: str = typer.Option(None, "--owner", help="fleet name (config:
     from gpuprov import config
     from gpuprov.store.state import FleetStore
 
-    who = owner or config.load().owner
+    who = names.owner(owner) if owner is not None else config.load().owner
     passes = FleetStore().history(who, limit)
     if fmt == "json":
         json.dump([{k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)

@@ -9,8 +9,9 @@ versions (each upgrade only adds tables).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +46,23 @@ def parse_time(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+BUSY_TIMEOUT_S = 30.0      # SQLite: how long a writer waits for another process's lock before failing
+
+
 class Database:
     """The database behind one URL."""
+
+    @contextlib.contextmanager
+    def guarded(self, what: str) -> Iterator[None]:
+        """Any database error inside becomes one StoreError line saying what was being done."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{what}: {first_line(exc)}", hint=f"database {masked(self.url)}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"{what}: {first_line(exc)}", hint=f"database {masked(self.url)}") from exc
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or database_url()
@@ -58,7 +74,7 @@ class Database:
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
         if self._path is not None:
             try:
-                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True)
+                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc)}") from exc
             try:
@@ -119,7 +135,8 @@ class Database:
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                engine = create_engine(self.url)
+                args = {"timeout": BUSY_TIMEOUT_S} if self.url.startswith("sqlite") else {}
+                engine = create_engine(self.url, connect_args=args)
             except Exception as exc:  # bad URL, missing driver: one clear line
                 raise StoreError(f"cannot use database URL {masked(self.url)!r}: {first_line(exc)}") from exc
             if engine.dialect.name == "sqlite":

@@ -51,7 +51,7 @@ class StateStore(Database):
 
         row = JournalRow(owner=owner, plan_id=plan_id, op=op, token=token, pool=json.dumps(list(pool)),
                          instance_id=instance_id, started_at=when)
-        with self._session() as session:
+        with self.guarded(f"could not journal a {op} before the call"), self._session() as session:
             session.add(row)
             session.commit()
             if row.id is None:
@@ -61,7 +61,8 @@ class StateStore(Database):
     def finish(self, entry_id: int, when: datetime, instance_id: str | None = None, error: str | None = None) -> None:
         from gpuprov.store.tables import JournalRow
 
-        with self._session() as session:
+        with self.guarded(f"could not close journal row {entry_id} (the next run settles it)"), \
+                self._session() as session:
             row = session.get(JournalRow, entry_id)
             if row is None:
                 raise StoreError(f"journal row {entry_id} vanished")
@@ -96,11 +97,23 @@ class StateStore(Database):
             self.finish(entry.id, when, error=error)
         return len(pending)
 
+    def clouds_used(self, owner: str) -> set[Cloud]:
+        """Every cloud this fleet's journal has called: where its instances may still run."""
+        self.ensure_schema()
+        rows = self._rows("SELECT DISTINCT pool FROM gpuprov_journal WHERE owner = :owner", {"owner": owner})
+        out: set[Cloud] = set()
+        for (pool,) in rows:
+            try:
+                out.add(Cloud(json.loads(pool)[0]))
+            except (ValueError, IndexError, TypeError):
+                continue
+        return out
+
     # -- unavailable pools -----------------------------------------------------------
     def mark_unavailable(self, pool: Pool4, until: datetime, reason: str) -> None:
         from gpuprov.store.tables import UnavailableRow
 
-        with self._session() as session:
+        with self.guarded("could not record an unavailable pool"), self._session() as session:
             key = {"cloud": pool[0], "zone": pool[1], "instance_type": pool[2], "market": pool[3]}
             row = session.get(UnavailableRow, key)
             if row is None:
@@ -182,7 +195,7 @@ class FleetStore(Database):
 
         from gpuprov.store.tables import FleetRow
 
-        with Session(self.engine()) as session:
+        with self.guarded(f"could not record the plan of fleet {owner}"), Session(self.engine()) as session:
             row = session.get(FleetRow, owner)
             if row is None:
                 row = FleetRow(owner=owner, plan_id=plan_id, adopted_at=when)
@@ -197,7 +210,7 @@ class FleetStore(Database):
 
         from gpuprov.store.tables import PassRow
 
-        with Session(self.engine()) as session:
+        with self.guarded("could not record the rebalancing pass"), Session(self.engine()) as session:
             session.add(PassRow(**{**rec.__dict__, "snapshots": json.dumps(list(rec.snapshots))}))
             session.commit()
 

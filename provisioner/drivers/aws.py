@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -31,14 +32,14 @@ from gpuprov.errors import (
 )
 from gpuprov.models import Cloud, Market
 from provisioner.base import (
-    MARKET_TAG,
     OWNER_TAG,
-    PLAN_TAG,
     TOKEN_TAG,
-    WORKLOAD_TAG,
     InstanceHandle,
     LaunchRequest,
+    read_tags,
 )
+
+OWNER_SAFE = re.compile(r"^[A-Za-z0-9_.:/=+@ -]{1,128}$")     # no EC2 filter wildcard
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,12 @@ def _sdk() -> tuple[Any, Any, Any]:
 class AwsDriver:
     cloud = Cloud.AWS
 
-    def __init__(self, regions: Sequence[str], image: str | None = None, subnets: dict[str, str] | None = None,
+    def __init__(self, regions: Sequence[str] = (), image: str | None = None, subnets: dict[str, str] | None = None,
                  key_name: str | None = None, session: Any = None, max_attempts: int = 5,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         boto3, self._exc, config = _sdk()
-        self.regions = sorted(set(regions))
+        self.regions = sorted(set(regions))      # empty: every region the account can see
+        self._home = self.regions[0] if self.regions else "us-east-1"
         self.image = image
         self.subnets = subnets or {}           # zone id or name -> subnet id
         self.key_name = key_name
@@ -154,7 +156,7 @@ class AwsDriver:
 
     def _handle(self, region: str, inst: dict[str, Any]) -> InstanceHandle:
         tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-        market = tags.get(MARKET_TAG) or ("spot" if inst.get("InstanceLifecycle") == "spot" else "on_demand")
+        fields = read_tags(tags, Market.SPOT if inst.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND)
         launched = inst.get("LaunchTime")
         if isinstance(launched, datetime):
             launched = launched.astimezone(UTC) if launched.tzinfo else launched.replace(tzinfo=UTC)
@@ -162,8 +164,8 @@ class AwsDriver:
         return InstanceHandle(
             cloud=Cloud.AWS, instance_id=f"{region}/{inst['InstanceId']}", region=region,
             zone=self.zone_id(region, zone_name) if zone_name else None, instance_type=inst["InstanceType"],
-            market=Market(market), state=inst["State"]["Name"], owner=tags.get(OWNER_TAG, ""),
-            plan_id=tags.get(PLAN_TAG, ""), token=tags.get(TOKEN_TAG, ""), workload=tags.get(WORKLOAD_TAG, ""),
+            market=fields.market, state=inst["State"]["Name"], owner=fields.owner, plan_id=fields.plan_id,
+            token=fields.token, workload=fields.workload, problem=fields.problem,
             launched_at=launched if isinstance(launched, datetime) else None)
 
     def _find(self, region: str, filters: list[dict[str, Any]]) -> list[InstanceHandle]:
@@ -174,10 +176,22 @@ class AwsDriver:
 
     # -- the three verbs ----------------------------------------------------------------
     def describe(self, owner: str) -> list[InstanceHandle]:
+        """Instances of this fleet in every region of the driver (all the account's regions when
+        none were given). The owner is matched exactly: EC2 filter values treat * and ? as
+        wildcards, so a name carrying them is refused, and every answer is checked again."""
+        if not OWNER_SAFE.fullmatch(owner):
+            raise ProvisioningError(f"refusing to filter on a fleet name with wildcards: {owner[:40]!r}")
         out: list[InstanceHandle] = []
-        for region in self.regions:
+        for region in self.all_regions():
             out += self._find(region, [{"Name": f"tag:{OWNER_TAG}", "Values": [owner]}])
-        return sorted(out, key=lambda h: h.instance_id)
+        return sorted((h for h in out if h.owner == owner), key=lambda h: h.instance_id)
+
+    def all_regions(self) -> list[str]:
+        """The regions given, or every region the account can see (described once, then cached)."""
+        if not self.regions:
+            answer = self._call("describe_regions", self.client(self._home).describe_regions)
+            self.regions = sorted(r["RegionName"] for r in answer.get("Regions", []))
+        return self.regions
 
     def launch(self, request: LaunchRequest) -> InstanceHandle:
         if request.region not in self.regions:

@@ -45,13 +45,10 @@ from gpuprov.errors import (
 )
 from gpuprov.models import Cloud, Market
 from provisioner.base import (
-    MARKET_TAG,
     OWNER_TAG,
-    PLAN_TAG,
-    TOKEN_TAG,
-    WORKLOAD_TAG,
     InstanceHandle,
     LaunchRequest,
+    read_tags,
 )
 
 DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
@@ -289,17 +286,13 @@ class AzureDriver:
     def _handle(self, vm: Mapping[str, Any]) -> InstanceHandle:
         props = _props(vm)
         tags = dict(vm.get("tags") or {})
-        try:
-            market = Market(tags.get(MARKET_TAG, ""))
-        except ValueError:
-            market = Market.SPOT if props.get("priority") == "Spot" else Market.ON_DEMAND
+        f = read_tags(tags, Market.SPOT if props.get("priority") == "Spot" else Market.ON_DEMAND)
         state = str(props.get("provisioningState") or "")
         return InstanceHandle(
             cloud=Cloud.AZURE, instance_id=str(vm.get("name")), region=str(vm.get("location") or self.location),
-            zone=None, instance_type=str((props.get("hardwareProfile") or {}).get("vmSize", "")), market=market,
-            state=STATES.get(state, state.lower()), owner=tags.get(OWNER_TAG, ""), plan_id=tags.get(PLAN_TAG, ""),
-            token=tags.get(TOKEN_TAG, ""), workload=tags.get(WORKLOAD_TAG, ""),
-            launched_at=_created(props.get("timeCreated")))
+            zone=None, instance_type=str((props.get("hardwareProfile") or {}).get("vmSize", "")), market=f.market,
+            state=STATES.get(state, state.lower()), owner=f.owner, plan_id=f.plan_id, token=f.token,
+            workload=f.workload, problem=f.problem, launched_at=_created(props.get("timeCreated")))
 
 
 def _props(vm: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -53,14 +53,11 @@ from gpuprov.errors import (
 )
 from gpuprov.models import Cloud, Market
 from provisioner.base import (
-    MARKET_TAG,
     OWNER_TAG,
-    PLAN_TAG,
     TAGS,
-    TOKEN_TAG,
-    WORKLOAD_TAG,
     InstanceHandle,
     LaunchRequest,
+    read_tags,
 )
 
 DEFAULT_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
@@ -416,12 +413,9 @@ class GcpDriver:
                 with contextlib.suppress(ValueError, TypeError):
                     tags.update({k: str(v) for k, v in json.loads(item.value).items() if k in TAGS})
         zone = inst.zone.rsplit("/", 1)[-1]
-        try:
-            market = Market(tags[MARKET_TAG])
-        except ValueError:
-            market = Market.SPOT if inst.scheduling.provisioning_model == "SPOT" else Market.ON_DEMAND
+        f = read_tags(tags, Market.SPOT if inst.scheduling.provisioning_model == "SPOT" else Market.ON_DEMAND)
         return InstanceHandle(
             cloud=Cloud.GCP, instance_id=f"{zone}/{inst.name}", region=zone.rsplit("-", 1)[0], zone=zone,
-            instance_type=inst.machine_type.rsplit("/", 1)[-1], market=market,
-            state=STATES.get(inst.status, inst.status.lower()), owner=tags[OWNER_TAG], plan_id=tags[PLAN_TAG],
-            token=tags[TOKEN_TAG], workload=tags[WORKLOAD_TAG], launched_at=_utc(inst.creation_timestamp))
+            instance_type=inst.machine_type.rsplit("/", 1)[-1], market=f.market,
+            state=STATES.get(inst.status, inst.status.lower()), owner=f.owner, plan_id=f.plan_id,
+            token=f.token, workload=f.workload, problem=f.problem, launched_at=_utc(inst.creation_timestamp))

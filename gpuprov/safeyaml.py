@@ -1,0 +1,133 @@
+"""Reading YAML that a user (or an attacker) wrote: bounded, UTF-8, and errors that quote nothing.
+
+``load_file``/``load_text`` refuse, with one ``ConfigError`` line:
+
+* files over ``MAX_BYTES`` (read at most that much plus one byte, so a huge file is not slurped);
+* bytes that are not UTF-8;
+* YAML that does not parse (the line and column are named, the offending text is not echoed);
+* documents whose expansion (aliases counted each time they are used) exceeds ``MAX_NODES``
+  nodes, that nest deeper than ``MAX_DEPTH``, or that refer to themselves: the "billion
+  laughs" and deep-nesting attacks are stopped on the composed node graph, before any Python
+  object is built.
+
+``describe(value)`` names a value's kind for error messages ("a string of 12 characters"),
+so that an error about a file never prints what the file holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpuprov.errors import ConfigError
+
+MAX_BYTES = 1 << 20           # 1 MiB: policies and configs are a few hundred lines
+MAX_NODES = 10_000
+MAX_DEPTH = 50
+
+
+def read_text(path: Path, where: str, max_bytes: int = MAX_BYTES) -> str:
+    """A file's text: at most ``max_bytes``, UTF-8, or one clear error."""
+    try:
+        if path.is_dir():
+            raise ConfigError(f"{where}: is a directory, not a file")
+        with path.open("rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{where}: larger than {max_bytes // 1024} KiB; not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_file(path: Path, where: str) -> Any:
+    return load_text(read_text(path, where), where)
+
+
+def load_text(text: str, where: str) -> Any:
+    import yaml
+
+    if len(text) > MAX_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_BYTES // 1024} KiB; not read")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}: not valid YAML{at}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    if node is None:
+        return None
+    _check(node, where)
+    loader = yaml.SafeLoader(text)
+    try:
+        return loader.construct_document(node)
+    except yaml.YAMLError:
+        raise ConfigError(f"{where}: a value cannot be read (e.g. a malformed date or number)") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def _check(root: Any, where: str) -> None:
+    """Count the nodes of the document as constructed (aliases expanded) and its depth, without
+    expanding anything: each node's expanded size is computed once."""
+    import yaml
+
+    size: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def children(n: Any) -> list[Any]:
+        if isinstance(n, yaml.SequenceNode):
+            return list(n.value)
+        if isinstance(n, yaml.MappingNode):
+            return [x for pair in n.value for x in pair]
+        return []
+
+    # iterative post-order walk; depth is the longest path, aliases included
+    depth: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        key = id(n)
+        if done:
+            busy.discard(key)
+            kids = children(n)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if size[key] > MAX_NODES:
+                raise ConfigError(f"{where}: expands to more than {MAX_NODES:,} values (aliases counted where used)")
+            if depth[key] > MAX_DEPTH:
+                raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+            continue
+        if key in size:
+            continue
+        if key in busy:
+            raise ConfigError(f"{where}: an alias refers to the value that contains it")
+        busy.add(key)
+        stack.append((n, True))
+        for k in children(n):
+            if id(k) not in size:
+                stack.append((k, False))
+
+
+def describe(value: Any) -> str:
+    """What kind of value this is, for an error message that must not echo it."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number out of range" if isinstance(value, int) else "a decimal number"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
