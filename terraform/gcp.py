@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from terraform.blocks import CloudDoc, output, reserved_entry, variable
-from terraform.names import ident, interp, named, slug
+from terraform.names import Expr, ident, interp, named, slug
 from terraform.plan import Group, PlanDoc, PlanFormatError, Template
 from terraform.schedule import cron, window_hours
 
@@ -116,7 +116,7 @@ def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) ->
     else:
         scheduling.update(provisioning_model="STANDARD", automatic_restart=True)
     return {
-        "name_prefix": named("name_prefix", g.workload, tpl.instance_type, tpl.market_tag, limit=32) + "-",
+        "name_prefix": Expr(named("name_prefix", g.workload, tpl.instance_type, tpl.market_tag, limit=32) + "-"),
         "machine_type": tpl.instance_type,
         "region": g.region,
         "labels": labels,
@@ -127,6 +127,6 @@ def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) ->
         "network_interface": {"network": interp("var.gcp_network"),
                               "subnetwork": interp(f"var.gcp_subnetwork_{ident(g.region)}")},
         "scheduling": scheduling,
-        "metadata": {"ssh-keys": interp("var.ssh_username") + ":" + interp("var.ssh_public_key")},
+        "metadata": {"ssh-keys": Expr(interp("var.ssh_username") + ":" + interp("var.ssh_public_key"))},
         "lifecycle": {"create_before_destroy": True},
     }

@@ -21,11 +21,39 @@ def slug(*parts: str, limit: int = 50) -> str:
     return out[:limit].rstrip("-") or "x"
 
 
-def interp(expr: str) -> str:
+class Expr(str):
+    """A string gpuprov wrote as a Terraform expression on purpose. Every other string in the
+    output is data and is escaped (``escape_literals``) so that nothing from a policy, a price
+    file or a plan is ever evaluated by Terraform."""
+
+    __slots__ = ()
+
+
+def interp(expr: str) -> Expr:
     """A Terraform JSON-syntax interpolation: ``interp("var.x")`` → ``"${var.x}"``."""
-    return "${" + expr + "}"
+    return Expr("${" + expr + "}")
 
 
-def named(prefix_var: str, *parts: str, limit: int = 50) -> str:
-    """A cloud resource name: the user's name prefix variable, a dash, then a slug of ``parts``."""
-    return interp(f"var.{prefix_var}") + "-" + slug(*parts, limit=limit)
+def named(prefix_var: str, *parts: str, limit: int = 50) -> Expr:
+    """A cloud resource name: the user's name prefix variable, a dash, then a slug of ``parts``
+    (lower-case letters, digits and dashes only: no template sequence can survive it)."""
+    return Expr(interp(f"var.{prefix_var}") + "-" + slug(*parts, limit=limit))
+
+
+def literal(text: str) -> str:
+    """Data as a Terraform template string: ``${`` and ``%{`` become ``$${`` and ``%%{``."""
+    return text.replace("${", "$${").replace("%{", "%%{")
+
+
+def escape_literals(value: object) -> object:
+    """Escape every string of a document that is not an ``Expr`` (keys included)."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, str):
+        return literal(value)
+    if isinstance(value, dict):
+        return {(k if isinstance(k, Expr) else literal(k)) if isinstance(k, str) else k: escape_literals(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [escape_literals(v) for v in value]
+    return value

@@ -19,6 +19,7 @@ from typing import Any
 from gpuprov.plandoc import PlanDocument
 from terraform import aws, azure, gcp
 from terraform.blocks import CloudDoc, money, output, variable
+from terraform.names import Expr, escape_literals
 from terraform.plan import PlanDoc, read_plan
 
 REQUIRED_TERRAFORM = ">= 1.5.0"
@@ -44,7 +45,8 @@ def render_plan(plan: PlanDocument, capacity_reservation: bool = False) -> dict[
     files["versions.tf.json"] = {"//": _comment(doc, None), "terraform": _terraform(doc)}
     files["variables.tf.json"] = {"//": _comment(doc, None), "variable": _shared_variables(shared)}
     files["outputs.tf.json"] = {"//": _comment(doc, None), "output": _outputs(doc)}
-    return dict(sorted(files.items()))
+    # every string from the plan (window and policy names, regions, instance types, …) is data
+    return {name: escape_literals(files[name]) for name in sorted(files)}  # type: ignore[misc]
 
 
 def _comment(doc: PlanDoc, cloud: str | None) -> str:
@@ -68,7 +70,7 @@ def _shared_variables(needed: set[str]) -> dict[str, Any]:
     out = {"name_prefix": {
         **variable("string", "Prefix of every cloud resource name (lower case, starts with a letter)",
                    "gpuprov"),
-        "validation": {"condition": '${can(regex("^[a-z][a-z0-9-]{0,19}$", var.name_prefix))}',
+        "validation": {"condition": Expr('${can(regex("^[a-z][a-z0-9-]{0,19}$", var.name_prefix))}'),
                        "error_message": "name_prefix: 1-20 lower-case letters, digits or dashes, "
                                         "starting with a letter."},
     }}

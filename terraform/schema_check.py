@@ -12,6 +12,7 @@ What the schema cannot say (enums, conflicts between arguments, server-side rule
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -455,13 +456,38 @@ class _Checker:
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 self.strings(v, join(path, i))
-        elif isinstance(value, str) and "${" in value:
+        elif isinstance(value, str) and ("${" in value or "%{" in value):
+            if _directive(value):
+                self.report(path, "template directive '%{' that gpuprov never writes (data must be escaped "
+                            "as '%%{')", "interpolation")
             exprs = interpolations(value)
             if exprs is None:
                 self.report(path, "unterminated interpolation: '${' without its closing '}'", "syntax")
                 return
             for expr in exprs:
+                if not OWN_EXPRESSION.fullmatch(expr) and expr not in OWN_FUNCTIONS:
+                    self.report(path, "interpolation that gpuprov does not write (data must be escaped as '$${'): "
+                                f"${{{expr[:60]}}}", "interpolation")
+                    continue
                 self.facts.refs += [(r, path) for r in references(expr)]
+
+
+# What gpuprov's renderers write inside ${…}: references to variables, locals and resource
+# attributes, and the one validation function of var.name_prefix. Anything else in a file is
+# either a hand edit or data that escaped escaping.
+OWN_EXPRESSION = re.compile(r"(?:var|local)\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*"
+                            r"|(?:aws|google|azurerm)_[a-z0-9_]+\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
+OWN_FUNCTIONS = frozenset({'can(regex("^[a-z][a-z0-9-]{0,19}$", var.name_prefix))'})
+
+
+def _directive(s: str) -> bool:
+    """A live template directive: '%{' not written as '%%{'."""
+    i = s.find("%{")
+    while i >= 0:
+        if i == 0 or s[i - 1] != "%":
+            return True
+        i = s.find("%{", i + 2)
+    return False
 
 
 # ---------------------------------------------------------------------------- public API
