@@ -18,8 +18,7 @@ PLAN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 def show(value: str, limit: int = 40) -> str:
     """A user-given string fit for one error line: control characters escaped, length cut."""
-    text = value.encode("unicode_escape", "backslashreplace").decode("ascii")
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    return repr(value if len(value) <= limit else value[: limit - 3] + "...")
 
 
 def owner(name: str, where: str = "--owner", config: bool = False) -> str:

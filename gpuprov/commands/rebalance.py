@@ -21,51 +21,63 @@ from gpuprov.errors import GpuprovError, UsageError
 rebalance_app = typer.Typer(help="Re-price, re-plan and migrate a running fleet when it pays.",
                             invoke_without_command=True, no_args_is_help=False)
 
-CRONJOB = """apiVersion: batch/v1
-kind: CronJob
-metadata:
-  name: gpuprov-rebalance-{owner}
-spec:
-  schedule: "{cron}"
-  concurrencyPolicy: Forbid          # the database lease also keeps a second run from acting
-  startingDeadlineSeconds: 300
-  jobTemplate:
-    spec:
-      backoffLimit: 0
-      template:
-        spec:
-          restartPolicy: Never
-          containers:
-            - name: rebalance
-              image: {image}
-              args: ["rebalance", "--once", "--yes", "--owner", "{owner}"{plan_arg}]
-              env:
-                - name: GPUPROV_DATABASE_URL
-                  valueFrom: {{secretKeyRef: {{name: gpuprov, key: database-url}}}}
-"""
+IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 
-SYSTEMD = """# /etc/systemd/system/gpuprov-rebalance-{owner}.service
-[Unit]
-Description=gpuprov rebalancing pass for fleet {owner}
-After=network-online.target
 
-[Service]
-Type=oneshot
-ExecStart={exe} rebalance --once --yes --owner {owner}{plan_arg}
-EnvironmentFile=-/etc/gpuprov/env
+def cronjob(owner: str, cron: str, image: str, plan: str | None) -> str:
+    """A Kubernetes CronJob running one pass, written by a YAML serializer (no string pasting)."""
+    import yaml
 
-# /etc/systemd/system/gpuprov-rebalance-{owner}.timer
-[Unit]
-Description=Run the gpuprov rebalancing pass for fleet {owner} every {every}
+    args = ["rebalance", "--once", "--yes", "--owner", owner] + (["--plan", plan] if plan else [])
+    doc = {
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": f"gpuprov-rebalance-{owner}"},
+        "spec": {
+            "schedule": cron,
+            "concurrencyPolicy": "Forbid",          # the database lease also keeps a second run from acting
+            "startingDeadlineSeconds": 300,
+            "jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{
+                    "name": "rebalance", "image": image, "args": args,
+                    "env": [{"name": "GPUPROV_DATABASE_URL",
+                             "valueFrom": {"secretKeyRef": {"name": "gpuprov", "key": "database-url"}}}],
+                }],
+            }}}},
+        },
+    }
+    return str(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
 
-[Timer]
-OnBootSec=2min
-OnUnitActiveSec={every_s}s
-Persistent=true
 
-[Install]
-WantedBy=timers.target
-"""
+def systemd_quote(word: str) -> str:
+    """One argument of ExecStart, quoted per systemd.syntax: no control characters at all."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in word):
+        raise UsageError("a value for a systemd unit holds a control character (a newline?)")
+    if word and all(c.isalnum() or c in "-_./:=@+" for c in word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$") + '"'
+
+
+def systemd_units(owner: str, exe: str, plan: str | None, every: timedelta) -> str:
+    args = [exe, "rebalance", "--once", "--yes", "--owner", owner] + (["--plan", plan] if plan else [])
+    exec_start = " ".join(systemd_quote(a) for a in args)
+    return (f"# /etc/systemd/system/gpuprov-rebalance-{owner}.service\n"
+            "[Unit]\n"
+            f"Description=gpuprov rebalancing pass for fleet {owner}\n"
+            "After=network-online.target\n\n"
+            "[Service]\n"
+            "Type=oneshot\n"
+            f"ExecStart={exec_start}\n"
+            "EnvironmentFile=-/etc/gpuprov/env\n\n"
+            f"# /etc/systemd/system/gpuprov-rebalance-{owner}.timer\n"
+            "[Unit]\n"
+            f"Description=Run the gpuprov rebalancing pass for fleet {owner} every {every}\n\n"
+            "[Timer]\n"
+            "OnBootSec=2min\n"
+            f"OnUnitActiveSec={int(every.total_seconds())}s\n"
+            "Persistent=true\n\n"
+            "[Install]\n"
+            "WantedBy=timers.target\n")
 
 
 def parse_every(text: str) -> timedelta:
@@ -184,16 +196,18 @@ def rebalance(
         raise UsageError("choose one of --once, --every DURATION or --emit cronjob|systemd")
     if emit is not None:
         interval = parse_every(every) if every else timedelta(minutes=15)
-        plan_arg = f', "--plan", "{plan}"' if plan else ""
+        if plan is not None and not names.PLAN_ID.fullmatch(plan):
+            raise UsageError(f"--plan: {names.show(plan)} is not a plan id")
         if emit == "cronjob":
-            typer.echo(CRONJOB.format(owner=who, cron=_cron(interval), image=image, plan_arg=plan_arg), nl=False)
+            if not IMAGE.fullmatch(image):
+                raise UsageError(f"--image: {names.show(image)} is not a container image reference")
+            typer.echo(cronjob(who, _cron(interval), image, plan), nl=False)
         elif emit == "systemd":
             exe = (os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0].endswith("gpuprov")
                    else "/usr/local/bin/gpuprov")
-            typer.echo(SYSTEMD.format(owner=who, exe=exe, plan_arg=f" --plan {plan}" if plan else "",
-                                      every=interval, every_s=int(interval.total_seconds())), nl=False)
+            typer.echo(systemd_units(who, exe, plan, interval), nl=False)
         else:
-            raise UsageError(f"unknown --emit {emit!r}", "choose cronjob or systemd")
+            raise UsageError(f"unknown --emit {names.show(emit)}", "choose cronjob or systemd")
         return
     settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
     interval = parse_every(every) if every else timedelta(0)
