@@ -157,7 +157,9 @@ def load() -> Config:
     from gpuprov.names import owner as valid_owner
 
     who = env.get("GPUPROV_OWNER") or raw.get("owner") or "default"
-    valid_owner(who if isinstance(who, str) else repr(who),
+    if not isinstance(who, str):
+        raise ConfigError(f"{path}: owner: must be a name, got {describe(who)}")
+    valid_owner(who,
                 "GPUPROV_OWNER" if env.get("GPUPROV_OWNER") else f"{path}: owner", config=True)
     return Config(path=path if path.exists() else None, owner=who,
                   aws=aws, gcp=gcp, azure=azure, limits=limits, discounts=discounts)

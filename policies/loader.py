@@ -27,6 +27,8 @@ from policies.model import (
     WorkloadPolicy,
 )
 
+MAX_GPUS = 1_000_000
+MAX_USD = Decimal(10) ** 9
 MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 CLOUDS = ("aws", "gcp", "azure")
 
@@ -138,7 +140,16 @@ class _Reader:
             return Amount(fraction=self.decimal(value.strip()[:-1], path, Decimal(0), Decimal(100)) / 100)
         if isinstance(value, float):
             return Amount(fraction=self.decimal(value, path, Decimal(0), Decimal(1)))
-        return Amount(gpus=self.integer(value, path))
+        return Amount(gpus=self.integer(value, path, 0, MAX_GPUS))
+
+    def label(self, value: Any, path: str) -> str:
+        """A name that reaches plans, Terraform, manifests and tables: one line, at most 100 characters."""
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise self.fail(path, f"must be a name, got {describe(value)}")
+        text = str(value)
+        if not text or len(text) > 100 or any(ord(c) < 32 or ord(c) == 127 for c in text):
+            raise self.fail(path, "must be one line of 1-100 characters, without control characters")
+        return text
 
     def hour(self, value: Any, path: str) -> int:
         text = value if isinstance(value, str) else f"{value}"
@@ -167,9 +178,9 @@ class _Reader:
             rates[cloud] = self.decimal(rate, f"spot_interruption.{cloud}", Decimal(0), Decimal(1))
         gpus = top.get("gpus")
         return Policy(
-            name=str(top.get("name", self.origin)),
+            name=self.label(top.get("name", "policy"), "name"),
             gpu=None if top.get("gpu") is None else str(top["gpu"]),
-            gpus=None if gpus is None else self.integer(gpus, "gpus", 1),
+            gpus=None if gpus is None else self.integer(gpus, "gpus", 1, MAX_GPUS),
             timezone=tz, horizon_hours=horizon, workloads=workloads,
             default_demand=default, windows=windows,
             markets=None if top.get("markets") is None else self.strings(top["markets"], "markets", MARKETS),
@@ -179,9 +190,10 @@ class _Reader:
             regions_deny=self.strings(regions.get("deny", []), "regions.deny"),
             offer_caps=offer_caps, region_caps=region_caps,
             budget_per_hour=(None if top.get("budget_per_hour") is None
-                             else self.decimal(top["budget_per_hour"], "budget_per_hour", Decimal(0))),
+                             else self.decimal(top["budget_per_hour"], "budget_per_hour", Decimal(0), MAX_USD)),
             interruptions_per_hour=rates,
-            max_price_age_hours=self.decimal(top.get("max_price_age_hours", 24), "max_price_age_hours", Decimal(0)),
+            max_price_age_hours=self.decimal(top.get("max_price_age_hours", 24), "max_price_age_hours", Decimal(0),
+                                             Decimal(8760)),
         )
 
     def workloads(self, value: Any) -> dict[str, WorkloadPolicy]:
@@ -230,7 +242,7 @@ class _Reader:
                 if key not in w:
                     raise self.fail(f"{path}.{key}", "is required")
             windows.append(Window(
-                name=str(w.get("name", f"window{i}")),
+                name=self.label(w.get("name", f"window{i}"), f"{path}.name"),
                 start_hour=self.hour(w["start"], f"{path}.start"),
                 end_hour=self.hour(w["end"], f"{path}.end"),
                 days=self.strings(w.get("days", list(DAYS)), f"{path}.days", DAYS),

@@ -74,9 +74,11 @@ def parse_output(value: str, allowed: Sequence[str]) -> str:
     return value
 
 
-def positive(value: int | None, flag: str) -> None:
+def positive(value: int | None, flag: str, high: int | None = None) -> None:
     if value is not None and value <= 0:
         raise UsageError(f"{flag} must be a positive whole number, got {value}")
+    if value is not None and high is not None and value > high:
+        raise UsageError(f"{flag} must be at most {high:,}, got {str(value)[:20]}")
 
 
 def open_catalog() -> tuple[Any, list[SnapshotInfo]]:

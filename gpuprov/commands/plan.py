@@ -38,16 +38,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The cheapest mix of reserved, on-demand and spot instances, hour by hour."""
         fmt = common.parse_output(output, ("table", "json"))
-        common.positive(gpus, "--gpus")
-        common.positive(node_gpus, "--node-gpus")
+        common.positive(gpus, "--gpus", 1_000_000)
+        common.positive(node_gpus, "--node-gpus", 64)
         if not 0 <= gap < 1:
             raise UsageError(f"--gap must be between 0 and 1, got {gap}")
-        if time_limit <= 0:
-            raise UsageError(f"--time-limit must be positive, got {time_limit}")
+        if not 0 < time_limit <= 86_400:
+            raise UsageError(f"--time-limit must be between 0 and 86400 seconds, got {time_limit}")
         if solver not in ("cbc", "highs"):
             raise UsageError(f"unknown solver {solver!r}", "choose cbc or highs")
         spot = None if max_spot_fraction is None else common.parse_fraction(max_spot_fraction, "--max-spot-fraction")
-        cap = None if budget is None else common.parse_decimal(budget, "--budget", Decimal(0))
+        cap = None if budget is None else common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9)
         allowed_clouds, allowed_markets = common.parse_clouds(clouds), common.parse_markets(markets)
         if chart is not None and not chart.lower().endswith(".png"):
             raise UsageError(f"--chart writes a PNG: give a file name ending in .png, got {chart!r}")

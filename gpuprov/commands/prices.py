@@ -7,6 +7,7 @@ import sys
 import typer
 
 from gpuprov.commands import common
+from gpuprov.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +43,8 @@ def register(app: typer.Typer) -> None:
         title = f"{len(offers)} offers for {', '.join(names)}, cheapest first"
         if factors:
             title += " (negotiated discounts: " + ", ".join(f"{k} ×{v:g}" for k, v in sorted(factors.items())) + ")"
+        if not 0 <= limit <= 1_000_000:
+            raise UsageError(f"--limit must be between 0 and 1000000, got {limit}")
         if limit > 0 and len(offers) > limit:
             title += f" (first {limit}; --limit 0 for all)"
             offers = offers[:limit]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import typer
 
+from gpuprov import names
 from gpuprov.commands import common
 from gpuprov.errors import ConfigError, UsageError
 
@@ -128,10 +130,20 @@ def export_cmd(
     import tempfile
 
     target = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".csv")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-        n = write_offers(offers, fh)
-    os.replace(tmp, target)
+    if target.is_dir():
+        raise UsageError(f"--out {names.show(out, 80)} is a directory; give a file name")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".csv")
+    except OSError as exc:
+        raise UsageError(f"cannot write to {names.show(out, 80)}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            n = write_offers(offers, fh)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write to {names.show(out, 80)}: {exc.strerror}") from None
     common.console().print(f"wrote {n} offers to {out}")
 
 

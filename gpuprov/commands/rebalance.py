@@ -81,11 +81,14 @@ def systemd_units(owner: str, exe: str, plan: str | None, every: timedelta) -> s
 
 
 def parse_every(text: str) -> timedelta:
-    m = re.fullmatch(r"\s*(\d+)\s*([smh])\s*", text)
+    m = re.fullmatch(r"\s*(\d{1,9})\s*([smh])\s*", text)
     if not m or int(m.group(1)) == 0:
-        raise UsageError(f"--every takes a duration like 15m, 1h or 90s, got {text!r}")
+        raise UsageError(f"a duration like 15m, 1h or 90s is needed, got {names.show(text)}")
     n, unit = int(m.group(1)), m.group(2)
-    return timedelta(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
+    seconds = n * {"s": 1, "m": 60, "h": 3600}[unit]
+    if seconds > 366 * 86400:
+        raise UsageError(f"a duration of at most a year is needed, got {names.show(text)}")
+    return timedelta(seconds=seconds)
 
 
 def _cron(every: timedelta) -> str:
@@ -244,6 +247,8 @@ def history(owner: str = typer.Option(None, "--owner", help="fleet name (config:
             output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
     """What each rebalancing pass saw, decided and did."""
     fmt = common.parse_output(output, ("table", "json"))
+    if not 1 <= limit <= 10_000:
+        raise UsageError(f"--limit must be between 1 and 10000, got {limit}")
     from gpuprov import config
     from gpuprov.store.state import FleetStore
 

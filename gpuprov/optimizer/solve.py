@@ -8,6 +8,7 @@ expanded back to every slot.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -149,7 +150,9 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
                 continue
             m.add(cover[w.name, p], ge, d, f"cover_{w.name}_{p}")
             if spot[w.name, p]:
-                m.add(spot[w.name, p], le, float(w.max_spot_fraction) * d, f"spot_{w.name}_{p}")
+                # GPUs are whole: ⌊s·D⌋ is the same constraint, and an integral right-hand side
+                # keeps CBC 2.10's preprocessing from a wrong fixing it makes on fractional ones
+                m.add(spot[w.name, p], le, math.floor(w.max_spot_fraction * d), f"spot_{w.name}_{p}")
             if w.spread_zones >= 2:
                 smallest = min((o.gpus_per_instance for o in offers if eligible(o, w)), default=1)
                 _spread(m, w.name, p, d, spread_cap(d, w, smallest), w.spread_zones, at_place, count_at_place)

@@ -104,8 +104,9 @@ class Database:
             return str(rows[0][0]) if rows else None
         from sqlalchemy import inspect
 
-        if not inspect(self.engine()).has_table("gpuprov_meta"):
-            return None
+        with self.guarded("cannot open the database"):
+            if not inspect(self.engine()).has_table("gpuprov_meta"):
+                return None
         rows = self._rows("SELECT value FROM gpuprov_meta WHERE key = 'schema_version'", {})
         return str(rows[0][0]) if rows else None
 
