@@ -35,11 +35,26 @@ from provisioner.drivers.aws import AwsDriver  # noqa: E402
 def plan_doc(n: int) -> dict[str, object]:
     zones = ["use1-az1", "use1-az2", "use1-az4", "use1-az5"]
     per = [n // len(zones) + (1 if i < n % len(zones) else 0) for i in range(len(zones))]
-    return {"plan_id": "bench", "horizon_hours": 1, "workloads": {"inference": {"gang": False}},
-            "allocations": [{"cloud": "aws", "region": "us-east-1", "zone": z, "instance_type": "g5.xlarge",
-                             "market": "spot" if i % 2 else "on_demand", "workload": "inference",
-                             "gpus_per_instance": 1, "unit_hourly_usd": 1.0, "instances": c,
-                             "instances_by_slot": [c]} for i, (z, c) in enumerate(zip(zones, per, strict=True))]}
+    return {
+        "plan_id": "bench",
+        "horizon_hours": 1,
+        "workloads": {"inference": {"gang": False}},
+        "allocations": [
+            {
+                "cloud": "aws",
+                "region": "us-east-1",
+                "zone": z,
+                "instance_type": "g5.xlarge",
+                "market": "spot" if i % 2 else "on_demand",
+                "workload": "inference",
+                "gpus_per_instance": 1,
+                "unit_hourly_usd": 1.0,
+                "instances": c,
+                "instances_by_slot": [c],
+            }
+            for i, (z, c) in enumerate(zip(zones, per, strict=True))
+        ],
+    }
 
 
 def main() -> None:
@@ -66,8 +81,12 @@ def main() -> None:
         t3 = time.perf_counter()
         assert again.empty and driver.describe("bench") == []
 
-        tags = [{"ResourceType": "instance", "Tags": [{"Key": "gpuprov-owner", "Value": "big"},
-                                                      {"Key": "gpuprov-token", "Value": "x"}]}]
+        tags = [
+            {
+                "ResourceType": "instance",
+                "Tags": [{"Key": "gpuprov-owner", "Value": "big"}, {"Key": "gpuprov-token", "Value": "x"}],
+            }
+        ]
         left = args.describe
         while left:
             n = min(500, left)
@@ -78,8 +97,10 @@ def main() -> None:
         t5 = time.perf_counter()
         assert len(seen) == args.describe
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"apply {args.instances} instances (journal, tags, token look-ups): {t1 - t0:8.2f} s "
-          f"({args.instances / (t1 - t0):.0f} launches/s)")
+    print(
+        f"apply {args.instances} instances (journal, tags, token look-ups): {t1 - t0:8.2f} s "
+        f"({args.instances / (t1 - t0):.0f} launches/s)"
+    )
     print(f"second apply (describe + diff, nothing to do):          {t2 - t1:8.2f} s")
     print(f"destroy {args.instances} instances:                          {t3 - t2:8.2f} s")
     print(f"describe {args.describe} owned instances:                    {t5 - t4:8.2f} s")

@@ -39,8 +39,10 @@ def main() -> None:
     cases = [(f, h, n) for f in families for h in presets for n in sizes]
     if args.quick:
         cases = [("all types", 168, 10_000)]
-    print(f"{'offers':<18} {'slots':>5} {'GPUs':>6} {'offers in/kept':>15} {'vars':>7} "
-          f"{'build s':>8} {'solve s':>8} {'gap':>7}  status")
+    print(
+        f"{'offers':<18} {'slots':>5} {'GPUs':>6} {'offers in/kept':>15} {'vars':>7} "
+        f"{'build s':>8} {'solve s':>8} {'gap':>7}  status"
+    )
     for family, hours, gpus in cases:
         pol = constraints.apply(loader.load(presets[hours]), constraints.Overrides(gpus=gpus, gpu="any"))
         names = sorted({o.gpu for o in families[family]})
@@ -53,8 +55,11 @@ def main() -> None:
         t2 = time.perf_counter()
         objective = model.prob.objective.value() or 0.0
         gap = max(0.0, (objective - bound) / objective) if objective else 0.0
-        print(f"{family:<18} {hours:>5} {gpus:>6} {len(request.offers):>7}/{len(prepared.offers):<7} "
-              f"{len(model.prob.variables()):>7} {t1 - t0:>8.2f} {t2 - t1:>8.2f} {gap:>7.3%}  {status}", flush=True)
+        print(
+            f"{family:<18} {hours:>5} {gpus:>6} {len(request.offers):>7}/{len(prepared.offers):<7} "
+            f"{len(model.prob.variables()):>7} {t1 - t0:>8.2f} {t2 - t1:>8.2f} {gap:>7.3%}  {status}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -39,17 +39,33 @@ from gpuprov.store.plans import PlanStore  # noqa: E402
 from gpuprov.store.state import FleetStore, StateStore  # noqa: E402
 from provisioner.drivers.aws import AwsDriver  # noqa: E402
 
-ZONES = {"use1-az1": ("0.52", "1.006"), "use1-az2": ("0.55", "1.006"), "use1-az4": ("0.49", "1.006"),
-         "use1-az6": ("0.58", "1.006")}     # spot, on-demand: g5.xlarge prices of the bundled catalog's shape
+ZONES = {
+    "use1-az1": ("0.52", "1.006"),
+    "use1-az2": ("0.55", "1.006"),
+    "use1-az4": ("0.49", "1.006"),
+    "use1-az6": ("0.58", "1.006"),
+}  # spot, on-demand: g5.xlarge prices of the bundled catalog's shape
 
 
 def offers() -> list[Offer]:
     out = []
     for zone, (spot, od) in ZONES.items():
         for market, price in ((Market.SPOT, spot), (Market.ON_DEMAND, od)):
-            out.append(Offer(cloud=Cloud.AWS, region="us-east-1", zone=zone, instance_type="g5.xlarge", gpu="A10G",
-                             gpus_per_instance=1, gpu_memory_gib=24, vcpus=4, memory_gib=Decimal(16), market=market,
-                             hourly_usd=Decimal(price)))
+            out.append(
+                Offer(
+                    cloud=Cloud.AWS,
+                    region="us-east-1",
+                    zone=zone,
+                    instance_type="g5.xlarge",
+                    gpu="A10G",
+                    gpus_per_instance=1,
+                    gpu_memory_gib=24,
+                    vcpus=4,
+                    memory_gib=Decimal(16),
+                    market=market,
+                    hourly_usd=Decimal(price),
+                )
+            )
     return out
 
 
@@ -76,21 +92,44 @@ def main() -> None:
         t0 = time.perf_counter()
         for a in doc.placements():
             left = a.instances
-            tags = [{"Key": k, "Value": v} for k, v in {
-                "gpuprov-owner": "bench", "gpuprov-plan": doc.plan_id, "gpuprov-token": f"seed-{a.zone}",
-                "gpuprov-workload": a.workload, "gpuprov-market": a.market}.items()]
+            tags = [
+                {"Key": k, "Value": v}
+                for k, v in {
+                    "gpuprov-owner": "bench",
+                    "gpuprov-plan": doc.plan_id,
+                    "gpuprov-token": f"seed-{a.zone}",
+                    "gpuprov-workload": a.workload,
+                    "gpuprov-market": a.market,
+                }.items()
+            ]
             while left:
                 n = min(1000, left)
-                ec2.run_instances(ImageId=ami, InstanceType="g5.xlarge", MinCount=n, MaxCount=n,
-                                  Placement={"AvailabilityZone": names[a.zone or ""]},
-                                  TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
+                ec2.run_instances(
+                    ImageId=ami,
+                    InstanceType="g5.xlarge",
+                    MinCount=n,
+                    MaxCount=n,
+                    Placement={"AvailabilityZone": names[a.zone or ""]},
+                    TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+                )
                 left -= n
         t1 = time.perf_counter()
-        feed = [replace(o, hourly_usd=o.hourly_usd * Decimal("1.05")) if (o.zone, o.market) == ("use1-az4", Market.SPOT)
-                else o for o in feed]
-        world = rebalance.World(drivers={Cloud.AWS: driver}, offers=lambda _n: feed, snapshots=lambda: snaps,
-                                refresh=None, plans=plans, state=StateStore(url), fleets=FleetStore(url),
-                                leases=Leases(url))
+        feed = [
+            replace(o, hourly_usd=o.hourly_usd * Decimal("1.05"))
+            if (o.zone, o.market) == ("use1-az4", Market.SPOT)
+            else o
+            for o in feed
+        ]
+        world = rebalance.World(
+            drivers={Cloud.AWS: driver},
+            offers=lambda _n: feed,
+            snapshots=lambda: snaps,
+            refresh=None,
+            plans=plans,
+            state=StateStore(url),
+            fleets=FleetStore(url),
+            leases=Leases(url),
+        )
         clock = rebalance.SystemClock()
         settings = rebalance.Settings(owner="bench", holder="bench", max_launch=args.instances)
         t2 = time.perf_counter()

@@ -44,18 +44,49 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 PROJECT = "gpuprov-bench"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
-AWS_REGIONS = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "eu-west-1", "eu-west-2",
-               "eu-central-1", "eu-north-1", "ap-northeast-1", "ap-southeast-1", "ap-southeast-2", "ap-south-1",
-               "sa-east-1", "ap-northeast-2", "eu-west-3"]
-GCP_ZONES = {"us-central1-a": ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-east1-b",
-                               "us-east1-c", "us-east1-d", "us-west1-a", "us-west1-b", "us-west1-c"],
-             "us-east4-a": ["us-east4-a", "us-east4-b", "us-east4-c"],
-             "europe-west4-a": ["europe-west4-a", "europe-west4-b", "europe-west4-c"]}
+AWS_REGIONS = [
+    "us-east-1",
+    "us-east-2",
+    "us-west-1",
+    "us-west-2",
+    "ca-central-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-central-1",
+    "eu-north-1",
+    "ap-northeast-1",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-south-1",
+    "sa-east-1",
+    "ap-northeast-2",
+    "eu-west-3",
+]
+GCP_ZONES = {
+    "us-central1-a": [
+        "us-central1-a",
+        "us-central1-b",
+        "us-central1-c",
+        "us-central1-f",
+        "us-east1-b",
+        "us-east1-c",
+        "us-east1-d",
+        "us-west1-a",
+        "us-west1-b",
+        "us-west1-c",
+    ],
+    "us-east4-a": ["us-east4-a", "us-east4-b", "us-east4-c"],
+    "europe-west4-a": ["europe-west4-a", "europe-west4-b", "europe-west4-c"],
+}
 AZURE_SIZES = {  # extra size -> the recorded size whose pages it reuses (renamed)
-    "Standard_NC8as_T4_v3": "Standard_NC4as_T4_v3", "Standard_NC16as_T4_v3": "Standard_NC4as_T4_v3",
-    "Standard_NC64as_T4_v3": "Standard_NC4as_T4_v3", "Standard_NC48ads_A100_v4": "Standard_NC24ads_A100_v4",
-    "Standard_NC96ads_A100_v4": "Standard_NC24ads_A100_v4", "Standard_ND96amsr_A100_v4": "Standard_NC24ads_A100_v4",
-    "Standard_NC40ads_H100_v5": "Standard_ND96isr_H100_v5", "Standard_NC80adis_H100_v5": "Standard_ND96isr_H100_v5",
+    "Standard_NC8as_T4_v3": "Standard_NC4as_T4_v3",
+    "Standard_NC16as_T4_v3": "Standard_NC4as_T4_v3",
+    "Standard_NC64as_T4_v3": "Standard_NC4as_T4_v3",
+    "Standard_NC48ads_A100_v4": "Standard_NC24ads_A100_v4",
+    "Standard_NC96ads_A100_v4": "Standard_NC24ads_A100_v4",
+    "Standard_ND96amsr_A100_v4": "Standard_NC24ads_A100_v4",
+    "Standard_NC40ads_H100_v5": "Standard_ND96isr_H100_v5",
+    "Standard_NC80adis_H100_v5": "Standard_ND96isr_H100_v5",
 }
 
 
@@ -90,8 +121,9 @@ class Pages:
 
     @functools.cache  # noqa: B019 - one Pages per server process
     def spot_page(self, region: str) -> bytes:
-        return re.sub(r"us-east-1(-atl-2)?([a-f])<", lambda m: f"{region}{m.group(1) or ''}{m.group(2)}<",
-                      self.spot).encode()
+        return re.sub(
+            r"us-east-1(-atl-2)?([a-f])<", lambda m: f"{region}{m.group(1) or ''}{m.group(2)}<", self.spot
+        ).encode()
 
     @functools.cache  # noqa: B019 - one Pages per server process
     def sku_page(self, token: str | None) -> bytes:
@@ -172,8 +204,11 @@ class LoopbackApp:
         if target.endswith("GetProducts"):
             request = json.loads(body)
             fields = {f["Field"]: f["Value"] for f in request["Filters"]}
-            return self._send(start, self.pages.product_page(fields["regionCode"], request.get("NextToken")),
-                              ctype="application/x-amz-json-1.1")
+            return self._send(
+                start,
+                self.pages.product_page(fields["regionCode"], request.get("NextToken")),
+                ctype="application/x-amz-json-1.1",
+            )
         if b"Action=DescribeSpotPriceHistory" in body:
             region = re.search(r"Credential=[^/]+/\d+/([a-z0-9-]+)/", environ.get("HTTP_AUTHORIZATION", ""))
             return self._send(start, self.pages.spot_page(region.group(1) if region else "us-east-1"), ctype="text/xml")
@@ -208,8 +243,9 @@ class LoopbackApp:
         return [chunks]
 
     @staticmethod
-    def _send(start: Callable[..., Any], body: bytes, status: str = "200 OK",
-              ctype: str = "application/json") -> list[bytes]:
+    def _send(
+        start: Callable[..., Any], body: bytes, status: str = "200 OK", ctype: str = "application/json"
+    ) -> list[bytes]:
         start(status, [("Content-Type", ctype), ("Content-Length", str(len(body)))])
         return [body]
 
@@ -224,7 +260,7 @@ def serve(latency: float, max_requests: int, lifetime: float) -> None:
     server = make_server("127.0.0.1", 0, lambda e, s: app(e, s), threaded=True)
     port = server.server_port
     app = LoopbackApp(Pages(f"http://127.0.0.1:{port}"), latency, max_requests)
-    threading.Timer(lifetime, lambda: os._exit(3)).start()      # stop by itself, whatever happens
+    threading.Timer(lifetime, lambda: os._exit(3)).start()  # stop by itself, whatever happens
     print(port, flush=True)
     server.serve_forever()
 
@@ -243,9 +279,11 @@ def sources(base: str, regions: list[str] | None) -> list[Any]:
 
             return AccessToken("bench-token", int(time.time()) + 3600)
 
-    return [AwsPriceSource(regions),
-            GcpPriceSource(PROJECT, AnonymousCredentials(), billing_endpoint=base, compute_endpoint=base),
-            AzurePriceSource(SUBSCRIPTION, FakeCredential(), arm_endpoint=base)]
+    return [
+        AwsPriceSource(regions),
+        GcpPriceSource(PROJECT, AnonymousCredentials(), billing_endpoint=base, compute_endpoint=base),
+        AzurePriceSource(SUBSCRIPTION, FakeCredential(), arm_endpoint=base),
+    ]
 
 
 def run_once(price_sources: list[Any], workers: int, db: str) -> tuple[float, Any]:
@@ -260,16 +298,19 @@ def run_once(price_sources: list[Any], workers: int, db: str) -> tuple[float, An
 
 
 def rss_mib(who: int) -> float:
-    return resource.getrusage(who).ru_maxrss / 1024      # KiB on Linux
+    return resource.getrusage(who).ru_maxrss / 1024  # KiB on Linux
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every answer")
     parser.add_argument("--workers", type=int, default=32, help="request pool size of the concurrent run")
-    parser.add_argument("--aws-regions", default="all",
-                        help="'all' (every region describe_regions lists, as a real refresh does) "
-                             f"or a count of the first of {len(AWS_REGIONS)} fixed regions")
+    parser.add_argument(
+        "--aws-regions",
+        default="all",
+        help="'all' (every region describe_regions lists, as a real refresh does) "
+        f"or a count of the first of {len(AWS_REGIONS)} fixed regions",
+    )
     parser.add_argument("--max-requests", type=int, default=2000, help="server-side request budget")
     parser.add_argument("--lifetime", type=float, default=300, help="the server exits after this many seconds")
     parser.add_argument("--check", action="store_true", help="exit 1 when the speed-up is below 8x")
@@ -282,11 +323,25 @@ def main() -> int:
     if count != "all" and not (count.isdigit() and 1 <= int(count) <= len(AWS_REGIONS)):
         parser.error(f"--aws-regions: 'all' or 1..{len(AWS_REGIONS)}")
 
-    child = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(args.latency),
-                              "--max-requests", str(args.max_requests), "--lifetime", str(args.lifetime)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            "--latency",
+            str(args.latency),
+            "--max-requests",
+            str(args.max_requests),
+            "--lifetime",
+            str(args.lifetime),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
 
-    def give_up() -> None:                       # the whole benchmark stops by itself, too
+    def give_up() -> None:  # the whole benchmark stops by itself, too
         child.kill()
         os._exit(3)
 
@@ -297,14 +352,21 @@ def main() -> int:
         assert child.stdout is not None
         port = int(child.stdout.readline())
         base = f"http://127.0.0.1:{port}"
-        os.environ.update({"AWS_ENDPOINT_URL": base, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                           "AWS_DEFAULT_REGION": "us-east-1", "GPUPROV_AZURE_PRICES_URL": f"{base}/api/retail/prices"})
+        os.environ.update(
+            {
+                "AWS_ENDPOINT_URL": base,
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "GPUPROV_AZURE_PRICES_URL": f"{base}/api/retail/prices",
+            }
+        )
         for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
             os.environ.pop(var, None)
         import importlib
 
         for module in ("boto3", "google.cloud.billing_v1", "google.cloud.compute_v1", "azure.mgmt.compute"):
-            importlib.import_module(module)          # imports are not what is measured
+            importlib.import_module(module)  # imports are not what is measured
 
         regions = None if args.aws_regions == "all" else AWS_REGIONS[: int(args.aws_regions)]
         rss_before = rss_mib(resource.RUSAGE_SELF)
@@ -328,20 +390,32 @@ def main() -> int:
                 print(f"{name}: {outcome.cloud.value} FAILED: {outcome.error.message}")
     speedup = seq_s / par_s
     aws_regions = "all listed" if regions is None else str(len(regions))
-    print(f"refresh benchmark: loopback {base}, +{args.latency * 1000:.0f} ms per answer; "
-          f"AWS {aws_regions} regions, GCP {sum(map(len, GCP_ZONES.values()))} zones, "
-          f"Azure {5 + len(AZURE_SIZES)} GPU sizes")
-    print(f"  warm-up, concurrent (records moto's EC2 answers; creates the SDK clients): "
-          f"{warm.requests} requests in {warm_s:.2f} s")
-    print(f"  one at a time : {seq.requests:4d} requests in {seq_s:6.2f} s = {seq.requests / seq_s:7.1f} pages/s; "
-          + ", ".join(f"{o.cloud.value} {o.stored}" for o in seq.outcomes) + " offers")
-    print(f"  concurrent({args.workers:2d}): {par.requests:4d} requests in {par_s:6.2f} s = "
-          f"{par.requests / par_s:7.1f} pages/s; " + ", ".join(f"{o.cloud.value} {o.stored}" for o in par.outcomes)
-          + " offers")
+    print(
+        f"refresh benchmark: loopback {base}, +{args.latency * 1000:.0f} ms per answer; "
+        f"AWS {aws_regions} regions, GCP {sum(map(len, GCP_ZONES.values()))} zones, "
+        f"Azure {5 + len(AZURE_SIZES)} GPU sizes"
+    )
+    print(
+        f"  warm-up, concurrent (records moto's EC2 answers; creates the SDK clients): "
+        f"{warm.requests} requests in {warm_s:.2f} s"
+    )
+    print(
+        f"  one at a time : {seq.requests:4d} requests in {seq_s:6.2f} s = {seq.requests / seq_s:7.1f} pages/s; "
+        + ", ".join(f"{o.cloud.value} {o.stored}" for o in seq.outcomes)
+        + " offers"
+    )
+    print(
+        f"  concurrent({args.workers:2d}): {par.requests:4d} requests in {par_s:6.2f} s = "
+        f"{par.requests / par_s:7.1f} pages/s; "
+        + ", ".join(f"{o.cloud.value} {o.stored}" for o in par.outcomes)
+        + " offers"
+    )
     print(f"  speed-up: {speedup:.1f}x (target >= 8x)")
-    print(f"  peak RSS of this process: {rss_before:.0f} MiB after imports, {rss_seq:.0f} MiB after the one-at-a-time "
-          f"run, {rss_mib(resource.RUSAGE_SELF):.0f} MiB at the end; loopback server (moto) "
-          f"{rss_mib(resource.RUSAGE_CHILDREN):.0f} MiB")
+    print(
+        f"  peak RSS of this process: {rss_before:.0f} MiB after imports, {rss_seq:.0f} MiB after the one-at-a-time "
+        f"run, {rss_mib(resource.RUSAGE_SELF):.0f} MiB at the end; loopback server (moto) "
+        f"{rss_mib(resource.RUSAGE_CHILDREN):.0f} MiB"
+    )
     print(f"  requests served by the loopback server: {served} (budget {args.max_requests})")
     ok = seq.ok and par.ok and seq.requests == par.requests
     return 0 if ok and (speedup >= 8 or not args.check) else 1

@@ -34,7 +34,7 @@ def write_png(doc: PlanDocument, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise MissingExtraError("--chart needs matplotlib", hint="pip install 'gpuprov[chart]'") from None
-    data = {m: [*v, v[-1]] for m, v in series(doc).items()}     # one more point closes the last step
+    data = {m: [*v, v[-1]] for m, v in series(doc).items()}  # one more point closes the last step
     hours = list(range(doc.horizon_hours + 1))
     fig, ax = plt.subplots(figsize=(10, 4), dpi=100)
     ax.stackplot(hours, *data.values(), labels=list(data), colors=[COLOURS[m] for m in data], step="post")

@@ -21,7 +21,7 @@ from gpuprov.errors import GpuprovError
 class _Group(TyperGroup):
     """Every failure a user can cause ends as one line ``error: …`` and a non-zero exit."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             rc = super().main(*args, **kwargs)
@@ -56,9 +56,12 @@ def _fail(message: str, hint: str | None, code: int, exc: BaseException | None) 
 
 
 app = typer.Typer(
-    cls=_Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    cls=_Group,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
     help="Cost-optimizing GPU provisioner: the cheapest mix of reserved, on-demand and spot "
-         "GPUs across AWS, GCP and Azure, hour by hour.",
+    "GPUs across AWS, GCP and Azure, hour by hour.",
 )
 
 

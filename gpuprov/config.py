@@ -73,8 +73,15 @@ def _number(value: Any, where: str, high: Decimal = Decimal(10) ** 9) -> Decimal
 CLOUD_KEYS: dict[str, dict[str, str]] = {
     "aws": {"image": "str", "key_name": "str", "subnets": "map", "regions": "list"},
     "gcp": {"project": "str", "image": "str", "network": "str", "subnetwork": "str", "zones": "list"},
-    "azure": {"subscription_id": "str", "resource_group": "str", "admin_username": "str", "ssh_public_key": "str",
-              "subnet_id": "str", "image_reference": "any", "regions": "list"},
+    "azure": {
+        "subscription_id": "str",
+        "resource_group": "str",
+        "admin_username": "str",
+        "ssh_public_key": "str",
+        "subnet_id": "str",
+        "image_reference": "any",
+        "regions": "list",
+    },
 }
 
 
@@ -130,14 +137,19 @@ def load() -> Config:
     if unknown:
         raise ConfigError(f"{path}: limits.{unknown[0]}: unknown key")
     limits = Limits(
-        max_launch_per_run=int(_number(lim.get("max_launch_per_run", 100), "limits.max_launch_per_run",
-                                       Decimal(1_000_000))),
-        max_price_age_hours=_number(lim.get("max_price_age_hours", 72), "limits.max_price_age_hours",
-                                    Decimal(HOURS_PER_YEAR)),
-        unavailable_ttl_minutes=_number(lim.get("unavailable_ttl_minutes", 3), "limits.unavailable_ttl_minutes",
-                                        Decimal(HOURS_PER_YEAR * 60)),
-        budget_per_hour=None if lim.get("budget_per_hour") is None
-        else _number(lim["budget_per_hour"], "limits.budget_per_hour"))
+        max_launch_per_run=int(
+            _number(lim.get("max_launch_per_run", 100), "limits.max_launch_per_run", Decimal(1_000_000))
+        ),
+        max_price_age_hours=_number(
+            lim.get("max_price_age_hours", 72), "limits.max_price_age_hours", Decimal(HOURS_PER_YEAR)
+        ),
+        unavailable_ttl_minutes=_number(
+            lim.get("unavailable_ttl_minutes", 3), "limits.unavailable_ttl_minutes", Decimal(HOURS_PER_YEAR * 60)
+        ),
+        budget_per_hour=None
+        if lim.get("budget_per_hour") is None
+        else _number(lim["budget_per_hour"], "limits.budget_per_hour"),
+    )
     aws, gcp, azure = (_cloud(raw, "aws", path), _cloud(raw, "gcp", path), _cloud(raw, "azure", path))
     env = os.environ
     if env.get("GPUPROV_AWS_IMAGE"):
@@ -159,7 +171,13 @@ def load() -> Config:
     who = env.get("GPUPROV_OWNER") or raw.get("owner") or "default"
     if not isinstance(who, str):
         raise ConfigError(f"{path}: owner: must be a name, got {describe(who)}")
-    valid_owner(who,
-                "GPUPROV_OWNER" if env.get("GPUPROV_OWNER") else f"{path}: owner", config=True)
-    return Config(path=path if path.exists() else None, owner=who,
-                  aws=aws, gcp=gcp, azure=azure, limits=limits, discounts=discounts)
+    valid_owner(who, "GPUPROV_OWNER" if env.get("GPUPROV_OWNER") else f"{path}: owner", config=True)
+    return Config(
+        path=path if path.exists() else None,
+        owner=who,
+        aws=aws,
+        gcp=gcp,
+        azure=azure,
+        limits=limits,
+        discounts=discounts,
+    )

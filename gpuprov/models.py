@@ -135,9 +135,9 @@ class Plan:
     offers_considered: int
     offers_dropped: int
     binding: tuple[str, ...] = ()
-    objective_usd: Decimal | None = None     # what was minimised: cost + interruption overhead + migration
+    objective_usd: Decimal | None = None  # what was minimised: cost + interruption overhead + migration
     notes: tuple[str, ...] = ()
-    expected_interruption_usd: Decimal = Decimal(0)   # over the horizon, on spot
+    expected_interruption_usd: Decimal = Decimal(0)  # over the horizon, on spot
 
     @property
     def horizon_hours(self) -> int:
@@ -154,3 +154,25 @@ class Plan:
         if total == 0:
             return Decimal(0)
         return max(Decimal(0), (total - self.lower_bound_usd) / total)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceHandle:
+    cloud: Cloud
+    instance_id: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market: Market
+    state: str
+    owner: str
+    plan_id: str
+    token: str
+    workload: str
+    launched_at: datetime | None = None
+    problem: str | None = None  # gpuprov tags that did not parse (the instance is still owned)
+
+    @property
+    def pool(self) -> tuple[str, str, str, str, str, str]:
+        """What makes instances interchangeable: cloud, region, zone, type, market, workload."""
+        return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload)

@@ -25,5 +25,7 @@ def owner(name: str, where: str = "--owner", config: bool = False) -> str:
     if isinstance(name, str) and OWNER.fullmatch(name):
         return name
     error = ConfigError if config else UsageError
-    raise error(f"{where}: {show(str(name))} is not a valid fleet name",
-                hint="1-40 lower-case letters, digits and dashes, starting and ending with a letter or digit")
+    raise error(
+        f"{where}: {show(str(name))} is not a valid fleet name",
+        hint="1-40 lower-case letters, digits and dashes, starting and ending with a letter or digit",
+    )

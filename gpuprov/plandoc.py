@@ -59,14 +59,25 @@ class WorkloadSpec:
     lost_hours_per_interruption: Decimal = Decimal(0)
 
     def workload(self) -> Workload:
-        return Workload(name=self.name, max_spot_fraction=self.max_spot_fraction, node_gpus=self.node_gpus,
-                        gang=self.gang, spread_zones=self.spread_zones,
-                        lost_hours_per_interruption=self.lost_hours_per_interruption)
+        return Workload(
+            name=self.name,
+            max_spot_fraction=self.max_spot_fraction,
+            node_gpus=self.node_gpus,
+            gang=self.gang,
+            spread_zones=self.spread_zones,
+            lost_hours_per_interruption=self.lost_hours_per_interruption,
+        )
 
     @classmethod
     def of(cls, w: Workload) -> WorkloadSpec:
-        return cls(name=w.name, max_spot_fraction=w.max_spot_fraction, node_gpus=w.node_gpus, gang=w.gang,
-                   spread_zones=w.spread_zones, lost_hours_per_interruption=w.lost_hours_per_interruption)
+        return cls(
+            name=w.name,
+            max_spot_fraction=w.max_spot_fraction,
+            node_gpus=w.node_gpus,
+            gang=w.gang,
+            spread_zones=w.spread_zones,
+            lost_hours_per_interruption=w.lost_hours_per_interruption,
+        )
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,7 @@ class RequestSpec:
 
     gpu_names: tuple[str, ...]
     workloads: tuple[WorkloadSpec, ...]
-    demand: dict[str, tuple[int, ...]]           # GPUs per workload per slot
+    demand: dict[str, tuple[int, ...]]  # GPUs per workload per slot
     clouds_allow: tuple[str, ...] = ()
     clouds_deny: tuple[str, ...] = ()
     regions_allow: tuple[str, ...] = ()
@@ -108,8 +119,8 @@ class RequestSpec:
     markets: tuple[MarketName, ...] | None = None
     offer_caps: tuple[OfferCapSpec, ...] = ()
     region_caps: tuple[RegionCapSpec, ...] = ()
-    budget_per_hour: Decimal | None = None      # USD per hour, every slot
-    interruptions_per_hour: dict[str, Decimal] = field(default_factory=dict)   # spot, by cloud
+    budget_per_hour: Decimal | None = None  # USD per hour, every slot
+    interruptions_per_hour: dict[str, Decimal] = field(default_factory=dict)  # spot, by cloud
     solver: Literal["cbc", "highs"] = "cbc"
     gap: float = 0.001
     time_limit_s: float = 60.0
@@ -139,7 +150,7 @@ class Allocation:
     market: MarketName
     gpu: str
     gpus_per_instance: int
-    unit_hourly_usd: Decimal                     # per instance-hour
+    unit_hourly_usd: Decimal  # per instance-hour
     workload: str
     instances_by_slot: tuple[int, ...]
     interconnect: str | None = None
@@ -181,11 +192,11 @@ class Reservation:
     market: MarketName
     gpu: str
     gpus_per_instance: int
-    unit_hourly_usd: Decimal                     # effective per instance-hour (the term amortised)
+    unit_hourly_usd: Decimal  # effective per instance-hour (the term amortised)
     instances: int
     term_hours: int
-    hourly_usd: Decimal                          # unit × instances, every hour of the term
-    commitment_total_usd: Decimal                # unit × instances × term_hours: the liability
+    hourly_usd: Decimal  # unit × instances, every hour of the term
+    commitment_total_usd: Decimal  # unit × instances × term_hours: the liability
     gpus_used_by_slot: dict[str, tuple[int, ...]]
     interconnect: str | None = None
 
@@ -212,10 +223,10 @@ class Costs:
     monthly_usd: Decimal
     horizon_usd: Decimal
     slot_usd: tuple[Decimal, ...]
-    expected_interruption_usd: Decimal           # over the horizon
-    objective_usd: Decimal                       # over the horizon
-    lower_bound_usd: Decimal                     # over the horizon, on objective_usd
-    gap: Decimal                                 # (objective − bound) / objective
+    expected_interruption_usd: Decimal  # over the horizon
+    objective_usd: Decimal  # over the horizon
+    lower_bound_usd: Decimal  # over the horizon, on objective_usd
+    gap: Decimal  # (objective − bound) / objective
 
 
 @dataclass(frozen=True)
@@ -226,7 +237,7 @@ class Commitments:
 
     recommended: bool
     hourly_usd: Decimal
-    total_usd: Decimal                           # Σ commitment_total_usd, over each term
+    total_usd: Decimal  # Σ commitment_total_usd, over each term
     summary: str
 
 
@@ -242,7 +253,7 @@ class Baseline:
     horizon_usd: Decimal | None
     hourly_usd: Decimal | None
     where: str | None
-    saving_usd: Decimal | None                   # baseline − plan, over the horizon (billed)
+    saving_usd: Decimal | None  # baseline − plan, over the horizon (billed)
     saving_fraction: Decimal | None
     reason: str | None = None
 
@@ -254,7 +265,7 @@ class SolveInfo:
     solver: str
     status: str
     offers_considered: int
-    offers_left_out: int                         # dominated, or provably unable to improve the plan
+    offers_left_out: int  # dominated, or provably unable to improve the plan
     binding: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -335,11 +346,21 @@ class PlanDocument:
                     per_w[taker][t] += math.ceil(spare / r.gpus_per_instance)
             for w, counts in sorted(per_w.items()):
                 if any(counts):
-                    out.append(Allocation(
-                        cloud=r.cloud, region=r.region, zone=r.zone, instance_type=r.instance_type,
-                        market=r.market, gpu=r.gpu, gpus_per_instance=r.gpus_per_instance,
-                        unit_hourly_usd=r.unit_hourly_usd, workload=w, instances_by_slot=tuple(counts),
-                        interconnect=r.interconnect))
+                    out.append(
+                        Allocation(
+                            cloud=r.cloud,
+                            region=r.region,
+                            zone=r.zone,
+                            instance_type=r.instance_type,
+                            market=r.market,
+                            gpu=r.gpu,
+                            gpus_per_instance=r.gpus_per_instance,
+                            unit_hourly_usd=r.unit_hourly_usd,
+                            workload=w,
+                            instances_by_slot=tuple(counts),
+                            interconnect=r.interconnect,
+                        )
+                    )
         return tuple(out)
 
     @property
@@ -406,16 +427,18 @@ def from_json(data: str | bytes | Mapping[str, Any], where: str = "plan") -> Pla
         raise PlanFormatError(f"{where}: a plan document is a JSON object, not {type(obj).__name__}")
     version = obj.get("schema_version")
     if version is None:
-        raise PlanFormatError(f"{where}: no schema_version (written by gpuprov before schema {SCHEMA_VERSION})",
-                              hint="plan again with this gpuprov: gpuprov plan … --save")
+        raise PlanFormatError(
+            f"{where}: no schema_version (written by gpuprov before schema {SCHEMA_VERSION})",
+            hint="plan again with this gpuprov: gpuprov plan … --save",
+        )
     if not isinstance(version, int) or isinstance(version, bool):
         raise PlanFormatError(f"{where}: schema_version must be a whole number, not {_short(version)}")
     if version != SCHEMA_VERSION:
         newer = "a newer" if version > SCHEMA_VERSION else "an older"
-        raise PlanFormatError(f"{where}: schema_version {version} is from {newer} gpuprov "
-                              f"(this one reads {SCHEMA_VERSION})",
-                              hint="plan again with this gpuprov" if version < SCHEMA_VERSION
-                              else "upgrade gpuprov")
+        raise PlanFormatError(
+            f"{where}: schema_version {version} is from {newer} gpuprov (this one reads {SCHEMA_VERSION})",
+            hint="plan again with this gpuprov" if version < SCHEMA_VERSION else "upgrade gpuprov",
+        )
     _money_is_text(obj, "", where)
     from pydantic import ValidationError
 
@@ -445,7 +468,7 @@ def _money_is_text(node: Any, path: str, where: str, depth: int = 0) -> None:
             if isinstance(k, str) and k.endswith(MONEY_SUFFIXES):
                 values = v.values() if isinstance(v, Mapping) else v if isinstance(v, list) else [v]
                 if any(isinstance(x, float | int) and not isinstance(x, bool) for x in values):
-                    raise PlanFormatError(f"{where}: field {here}: amounts are decimal strings, e.g. \"1.25\"")
+                    raise PlanFormatError(f'{where}: field {here}: amounts are decimal strings, e.g. "1.25"')
             _money_is_text(v, here, where, depth + 1)
     elif isinstance(node, list):
         for i, v in enumerate(node):
@@ -459,6 +482,7 @@ def _short(value: Any) -> str:
 
 def check(doc: PlanDocument, where: str = "plan") -> None:
     """What the types cannot say: lengths, ranges, names that must agree."""
+
     def fail(path: str, msg: str) -> PlanFormatError:
         return PlanFormatError(f"{where}: field {path}: {msg}")
 

@@ -63,16 +63,16 @@ class Settings:
     owner: str
     holder: str
     lease_ttl: timedelta = timedelta(minutes=10)
-    min_saving_usd: Decimal = Decimal(5)             # over the plan's horizon
+    min_saving_usd: Decimal = Decimal(5)  # over the plan's horizon
     min_saving_fraction: Decimal = Decimal("0.02")
-    hysteresis: timedelta = timedelta(hours=2)       # no new plan sooner than this after the last
-    disruption_share: Decimal = Decimal("0.25")      # of a workload's running instances, per pass
+    hysteresis: timedelta = timedelta(hours=2)  # no new plan sooner than this after the last
+    disruption_share: Decimal = Decimal("0.25")  # of a workload's running instances, per pass
     boot_hours: Decimal = Decimal("0.25")
     training_lost_hours: Decimal = Decimal("0.5")
     lead: timedelta = timedelta(minutes=15)
     budget_per_hour: Decimal | None = None
     max_launch: int = 100
-    dry_run: bool = False                            # decide and report; change nothing
+    dry_run: bool = False  # decide and report; change nothing
 
 
 @dataclass
@@ -94,6 +94,7 @@ def reprice(doc: PlanDocument, offers: Sequence[Offer]) -> Decimal:
     by_zone = {(o.cloud.value, o.location, o.instance_type, o.market.value): o.hourly_usd for o in offers}
     by_region = {(o.cloud.value, o.region, o.instance_type, o.market.value): o.hourly_usd for o in offers}
     total = Decimal(0)
+
     def unit(cloud: str, zone: str | None, region: str, itype: str, market: str, old: Decimal) -> Decimal:
         price = by_zone.get((cloud, zone or region, itype, market)) or by_region.get((cloud, region, itype, market))
         return price if price is not None else old
@@ -101,26 +102,30 @@ def reprice(doc: PlanDocument, offers: Sequence[Offer]) -> Decimal:
     for a in doc.allocations:
         price = unit(a.cloud, a.zone, a.region, a.instance_type, a.market, a.unit_hourly_usd)
         total += price * sum(a.instances_by_slot)
-    for r in doc.reservations:      # held in every slot, used or not
-        total += (unit(r.cloud, r.zone, r.region, r.instance_type, r.market, r.unit_hourly_usd)
-                  * r.instances * doc.horizon_hours)
+    for r in doc.reservations:  # held in every slot, used or not
+        total += (
+            unit(r.cloud, r.zone, r.region, r.instance_type, r.market, r.unit_hourly_usd)
+            * r.instances
+            * doc.horizon_hours
+        )
     return total
 
 
 def migration_hours(settings: Settings, workloads: Sequence[WorkloadSpec]) -> dict[str, Decimal]:
     """Hours of price a launch beyond what runs costs: boot time, and for a gang (a training job
     that restarts from its checkpoint when its nodes change) the work lost."""
-    return {w.name: settings.boot_hours + (settings.training_lost_hours if w.gang else Decimal(0))
-            for w in workloads}
+    return {w.name: settings.boot_hours + (settings.training_lost_hours if w.gang else Decimal(0)) for w in workloads}
 
 
 def launch_cost(d: engine.Diff, hours: Mapping[str, Decimal]) -> Decimal:
-    return sum((d.prices.get(engine.pool_of(r), Decimal(0)) * hours.get(r.workload, Decimal(0)) for r in d.launch),
-               Decimal(0))
+    return sum(
+        (d.prices.get(engine.pool_of(r), Decimal(0)) * hours.get(r.workload, Decimal(0)) for r in d.launch), Decimal(0)
+    )
 
 
-def limit_disruption(d: engine.Diff, actual: Sequence[InstanceHandle], share: Decimal,
-                     gangs: Collection[str] = ()) -> engine.Diff:
+def limit_disruption(
+    d: engine.Diff, actual: Sequence[InstanceHandle], share: Decimal, gangs: Collection[str] = ()
+) -> engine.Diff:
     """At most ⌈share × running⌉ (at least one) of each workload's running instances replaced in
     one pass. A replacement is a launch matched with a termination in the same workload; a net
     scale-up or scale-down is the plan's schedule and is not limited. Deferred replacements
@@ -135,16 +140,16 @@ def limit_disruption(d: engine.Diff, actual: Sequence[InstanceHandle], share: De
     for r in d.launch:
         launch[r.workload].append(r)
     terminate = defaultdict(list)
-    for h in sorted(d.terminate, key=lambda h: -d.prices.get(h.pool, Decimal(0))):   # dearest first
+    for h in sorted(d.terminate, key=lambda h: -d.prices.get(h.pool, Decimal(0))):  # dearest first
         terminate[h.workload].append(h)
     out = engine.Diff(plan_id=d.plan_id, slot=d.slot, keep=list(d.keep), prices=dict(d.prices))
     for w in sorted(set(launch) | set(terminate)):
         allowed = running[w] if w in gangs else max(1, math.ceil(share * running[w]))
         swaps = min(len(launch[w]), len(terminate[w]))
         cut = max(0, swaps - allowed)
-        out.launch += launch[w][:len(launch[w]) - cut]
-        out.terminate += terminate[w][:len(terminate[w]) - cut]
-        out.keep += terminate[w][len(terminate[w]) - cut:]
+        out.launch += launch[w][: len(launch[w]) - cut]
+        out.terminate += terminate[w][: len(terminate[w]) - cut]
+        out.keep += terminate[w][len(terminate[w]) - cut :]
     return out
 
 
@@ -153,8 +158,16 @@ def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str |
     name = f"fleet:{settings.owner}"
     token = world.leases.acquire(name, settings.holder, settings.lease_ttl, started)
     if token is None:
-        rec = PassRecord(settings.owner, started, clock.now(), settings.holder, -1, (), "skipped",
-                         "another rebalancer holds this fleet's lease")
+        rec = PassRecord(
+            settings.owner,
+            started,
+            clock.now(),
+            settings.holder,
+            -1,
+            (),
+            "skipped",
+            "another rebalancer holds this fleet's lease",
+        )
         world.fleets.record(rec)
         return rec
     try:
@@ -167,8 +180,9 @@ def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str |
         world.leases.release(name, settings.holder, token)
 
 
-def _pass(world: World, settings: Settings, clock: Clock, token: int, started: datetime,
-          initial_plan: str | None) -> PassRecord:
+def _pass(
+    world: World, settings: Settings, clock: Clock, token: int, started: datetime, initial_plan: str | None
+) -> PassRecord:
     name = f"fleet:{settings.owner}"
 
     def guard() -> None:
@@ -177,8 +191,9 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
     active = world.fleets.active_plan(settings.owner)
     if active is None:
         if initial_plan is None:
-            raise StateError(f"fleet {settings.owner} follows no plan yet",
-                             hint="start it with gpuprov rebalance --plan PLAN_ID")
+            raise StateError(
+                f"fleet {settings.owner} follows no plan yet", hint="start it with gpuprov rebalance --plan PLAN_ID"
+            )
         doc = world.plans.get(initial_plan)
         if not settings.dry_run:
             world.fleets.adopt(settings.owner, doc.plan_id, started - settings.hysteresis)
@@ -203,9 +218,14 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
     known = engine.unit_prices([doc])
     keep_diff = engine.diff(doc, slot, actual, settings.owner, known)
     keep_cost = reprice(doc, offers) + launch_cost(keep_diff, hours)
-    candidate = planning.replan(doc, offers, snapshots, world.unavailable(started), started,
-                                {"slot": slot, "incumbent": dict(incumbent), "migration_hours": hours,
-                                 "reserved": reserved})
+    candidate = planning.replan(
+        doc,
+        offers,
+        snapshots,
+        world.unavailable(started),
+        started,
+        {"slot": slot, "incumbent": dict(incumbent), "migration_hours": hours, "reserved": reserved},
+    )
     cand_diff = engine.diff(candidate, slot, actual, settings.owner, known)
     new_cost = candidate.costs.horizon_usd + launch_cost(cand_diff, hours)
     saving = keep_cost - new_cost
@@ -214,12 +234,16 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
         decision, reason, target, d = "keep", "the plan is unchanged", doc, keep_diff
     elif saving < settings.min_saving_usd or saving < settings.min_saving_fraction * keep_cost:
         decision, target, d = "keep", doc, keep_diff
-        reason = (f"a new plan would save ${saving:.2f} over {doc.horizon_hours} h, under the thresholds "
-                  f"(${settings.min_saving_usd}, {settings.min_saving_fraction:.0%})")
+        reason = (
+            f"a new plan would save ${saving:.2f} over {doc.horizon_hours} h, under the thresholds "
+            f"(${settings.min_saving_usd}, {settings.min_saving_fraction:.0%})"
+        )
     elif held_for < settings.hysteresis:
         decision, target, d = "keep", doc, keep_diff
-        reason = (f"a new plan would save ${saving:.2f}, but the last change is {held_for} old "
-                  f"(hysteresis {settings.hysteresis})")
+        reason = (
+            f"a new plan would save ${saving:.2f}, but the last change is {held_for} old "
+            f"(hysteresis {settings.hysteresis})"
+        )
     else:
         decision, target, d = "adopt", candidate, cand_diff
         reason = f"saves ${saving:.2f} over {doc.horizon_hours} h ({saving / keep_cost:.1%}), migrations included"
@@ -231,21 +255,51 @@ def _pass(world: World, settings: Settings, clock: Clock, token: int, started: d
     limited = limit_disruption(replace(d, prices={**known, **d.prices}), actual, settings.disruption_share, gangs)
     before = limited.hourly_before
     if settings.dry_run:
-        return PassRecord(settings.owner, started, clock.now(), settings.holder, token,
-                          tuple(s.id for s in snapshots), f"dry-run: {decision}", reason, doc.plan_id,
-                          target.plan_id, len(limited.launch), len(limited.terminate),
-                          str(before.quantize(Decimal("0.0001"))),
-                          str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
-                          str(saving.quantize(Decimal("0.01"))))
-    engine.execute(limited, world.drivers, world.state, settings.owner, clock.now,
-                   budget_per_hour=settings.budget_per_hour, max_launch=settings.max_launch,
-                   before_call=guard)
+        return PassRecord(
+            settings.owner,
+            started,
+            clock.now(),
+            settings.holder,
+            token,
+            tuple(s.id for s in snapshots),
+            f"dry-run: {decision}",
+            reason,
+            doc.plan_id,
+            target.plan_id,
+            len(limited.launch),
+            len(limited.terminate),
+            str(before.quantize(Decimal("0.0001"))),
+            str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
+            str(saving.quantize(Decimal("0.01"))),
+        )
+    engine.execute(
+        limited,
+        world.drivers,
+        world.state,
+        settings.owner,
+        clock.now,
+        budget_per_hour=settings.budget_per_hour,
+        max_launch=settings.max_launch,
+        before_call=guard,
+    )
     after = [h for drv in world.drivers.values() for h in drv.describe(settings.owner)]
     world.state.mirror(settings.owner, after, clock.now())
-    rec = PassRecord(settings.owner, started, clock.now(), settings.holder, token, tuple(s.id for s in snapshots),
-                     decision, reason, doc.plan_id, target.plan_id, len(limited.launch), len(limited.terminate),
-                     str(before.quantize(Decimal("0.0001"))),
-                     str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
-                     str(saving.quantize(Decimal("0.01")) if decision == "adopt" else Decimal(0)))
+    rec = PassRecord(
+        settings.owner,
+        started,
+        clock.now(),
+        settings.holder,
+        token,
+        tuple(s.id for s in snapshots),
+        decision,
+        reason,
+        doc.plan_id,
+        target.plan_id,
+        len(limited.launch),
+        len(limited.terminate),
+        str(before.quantize(Decimal("0.0001"))),
+        str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
+        str(saving.quantize(Decimal("0.01")) if decision == "adopt" else Decimal(0)),
+    )
     world.fleets.record(rec)
     return rec

@@ -37,50 +37,104 @@ def _num(value: Decimal | None) -> float | None:
 
 def offer_dict(o: Offer) -> dict[str, Any]:
     return {
-        "cloud": o.cloud.value, "region": o.region, "zone": o.zone,
-        "instance_type": o.instance_type, "gpu": o.gpu, "gpus_per_instance": o.gpus_per_instance,
-        "gpu_memory_gib": o.gpu_memory_gib, "vcpus": o.vcpus, "memory_gib": _num(o.memory_gib),
-        "market": o.market.value, "hourly_usd": _num(o.hourly_usd),
+        "cloud": o.cloud.value,
+        "region": o.region,
+        "zone": o.zone,
+        "instance_type": o.instance_type,
+        "gpu": o.gpu,
+        "gpus_per_instance": o.gpus_per_instance,
+        "gpu_memory_gib": o.gpu_memory_gib,
+        "vcpus": o.vcpus,
+        "memory_gib": _num(o.memory_gib),
+        "market": o.market.value,
+        "hourly_usd": _num(o.hourly_usd),
         "usd_per_gpu_hour": _num(o.usd_per_gpu_hour.quantize(Decimal("0.000001"))),
         "currency": o.currency,
     }
 
 
 def snapshot_dict(s: SnapshotInfo) -> dict[str, Any]:
-    return {"id": s.id, "source": s.source, "cloud": s.cloud.value,
-            "fetched_at": s.fetched_at.isoformat(), "rows": s.row_count, "current": s.current}
+    return {
+        "id": s.id,
+        "source": s.source,
+        "cloud": s.cloud.value,
+        "fetched_at": s.fetched_at.isoformat(),
+        "rows": s.row_count,
+        "current": s.current,
+    }
 
 
-def prices_json(offers: Sequence[Offer], snapshots: Sequence[SnapshotInfo], out: IO[str],
-                discounts: dict[str, float] | None = None) -> None:
-    json.dump({"snapshots": [snapshot_dict(s) for s in snapshots], "discounts": discounts or {},
-               "offers": [offer_dict(o) for o in offers]}, out, indent=2)
+def prices_json(
+    offers: Sequence[Offer], snapshots: Sequence[SnapshotInfo], out: IO[str], discounts: dict[str, float] | None = None
+) -> None:
+    json.dump(
+        {
+            "snapshots": [snapshot_dict(s) for s in snapshots],
+            "discounts": discounts or {},
+            "offers": [offer_dict(o) for o in offers],
+        },
+        out,
+        indent=2,
+    )
     out.write("\n")
 
 
 def prices_csv(offers: Sequence[Offer], out: IO[str]) -> None:
     writer = csv.writer(out, lineterminator="\n")
-    cols = ["cloud", "region", "zone", "instance_type", "gpu", "gpus_per_instance", "market",
-            "usd_per_gpu_hour", "hourly_usd"]
+    cols = [
+        "cloud",
+        "region",
+        "zone",
+        "instance_type",
+        "gpu",
+        "gpus_per_instance",
+        "market",
+        "usd_per_gpu_hour",
+        "hourly_usd",
+    ]
     writer.writerow(cols)
     for o in offers:
-        writer.writerow([o.cloud.value, o.region, o.zone or "", o.instance_type, o.gpu,
-                         o.gpus_per_instance, o.market.value,
-                         o.usd_per_gpu_hour.quantize(Decimal("0.000001")), o.hourly_usd])
+        writer.writerow(
+            [
+                o.cloud.value,
+                o.region,
+                o.zone or "",
+                o.instance_type,
+                o.gpu,
+                o.gpus_per_instance,
+                o.market.value,
+                o.usd_per_gpu_hour.quantize(Decimal("0.000001")),
+                o.hourly_usd,
+            ]
+        )
 
 
 def prices_table(offers: Sequence[Offer], title: str) -> Any:
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for col, just in (("cloud", "left"), ("region", "left"), ("zone", "left"),
-                      ("instance type", "left"), ("GPUs", "right"), ("market", "left"),
-                      ("$/GPU-h", "right"), ("$/instance-h", "right")):
+    for col, just in (
+        ("cloud", "left"),
+        ("region", "left"),
+        ("zone", "left"),
+        ("instance type", "left"),
+        ("GPUs", "right"),
+        ("market", "left"),
+        ("$/GPU-h", "right"),
+        ("$/instance-h", "right"),
+    ):
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for o in offers:
-        table.add_row(o.cloud.value, o.region, o.zone or "—", o.instance_type,
-                      f"{o.gpus_per_instance}× {o.gpu}", o.market.value,
-                      money(o.usd_per_gpu_hour, Decimal("0.0001")), money(o.hourly_usd, Decimal("0.0001")))
+        table.add_row(
+            o.cloud.value,
+            o.region,
+            o.zone or "—",
+            o.instance_type,
+            f"{o.gpus_per_instance}× {o.gpu}",
+            o.market.value,
+            money(o.usd_per_gpu_hour, Decimal("0.0001")),
+            money(o.hourly_usd, Decimal("0.0001")),
+        )
     return table
 
 
@@ -93,19 +147,44 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
     if hours > 1:
         title += f", peak of {hours} hourly slots (instances at the busiest slot; $/h at that slot)"
     alloc = Table(title=title, title_justify="left")
-    for col, just in (("workload", "left"), ("cloud", "left"), ("location", "left"),
-                      ("instance type", "left"), ("market", "left"), ("inst.", "right"),
-                      ("GPUs", "right"), ("$/h", "right"), ("commitment", "left")):
+    for col, just in (
+        ("workload", "left"),
+        ("cloud", "left"),
+        ("location", "left"),
+        ("instance type", "left"),
+        ("market", "left"),
+        ("inst.", "right"),
+        ("GPUs", "right"),
+        ("$/h", "right"),
+        ("commitment", "left"),
+    ):
         alloc.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for a in doc.allocations:
         n = a.instances
-        alloc.add_row(str(a.workload), a.cloud, str(a.location), str(a.instance_type), a.market, str(n),
-                      str(n * a.gpus_per_instance), money(a.unit_hourly_usd * n), "")
+        alloc.add_row(
+            str(a.workload),
+            a.cloud,
+            str(a.location),
+            str(a.instance_type),
+            a.market,
+            str(n),
+            str(n * a.gpus_per_instance),
+            money(a.unit_hourly_usd * n),
+            "",
+        )
     for r in doc.reservations:
         users = ", ".join(sorted(r.gpus_used_by_slot)) or "idle"
-        alloc.add_row(str(users), r.cloud, str(r.location), str(r.instance_type), r.market,
-                      str(r.instances), str(r.instances * r.gpus_per_instance), money(r.hourly_usd),
-                      f"commits {money(r.commitment_total_usd)} over {r.term_label}")
+        alloc.add_row(
+            str(users),
+            r.cloud,
+            str(r.location),
+            str(r.instance_type),
+            r.market,
+            str(r.instances),
+            str(r.instances * r.gpus_per_instance),
+            money(r.hourly_usd),
+            f"commits {money(r.commitment_total_usd)} over {r.term_label}",
+        )
     c = doc.costs
     summary = Table(show_header=False, box=None)
     summary.add_column(justify="left", no_wrap=True)
@@ -114,11 +193,12 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
     summary.add_row("monthly (730 h)", money(c.monthly_usd))
     if hours > 1:
         summary.add_row(f"over the {hours} h horizon", money(c.horizon_usd))
-    summary.add_row("expected spot interruption overhead",
-                    f"{money(c.expected_interruption_usd / hours, Decimal('0.0001'))}/h (lost work; not billed)")
+    summary.add_row(
+        "expected spot interruption overhead",
+        f"{money(c.expected_interruption_usd / hours, Decimal('0.0001'))}/h (lost work; not billed)",
+    )
     summary.add_row("objective (billed + overhead)", f"{money(c.objective_usd / hours)}/h")
-    summary.add_row("proven lower bound on the objective / gap",
-                    f"{money(c.lower_bound_usd / hours)}/h / {c.gap:.2%}")
+    summary.add_row("proven lower bound on the objective / gap", f"{money(c.lower_bound_usd / hours)}/h / {c.gap:.2%}")
     if doc.reservations:
         summary.add_row("commitment", str(doc.commitments.summary))
     for b in doc.baselines:
@@ -129,8 +209,11 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
         summary.add_row(label, f"{money(b.hourly_usd)}/h  (plan saves {b.saving_fraction:.1%})")
     if doc.solve.binding:
         summary.add_row("binding", str("; ".join(doc.solve.binding)))
-    summary.add_row("offers", f"{doc.solve.offers_considered} in the model; {doc.solve.offers_left_out} "
-                    "left out as dominated or provably unable to improve the plan")
+    summary.add_row(
+        "offers",
+        f"{doc.solve.offers_considered} in the model; {doc.solve.offers_left_out} "
+        "left out as dominated or provably unable to improve the plan",
+    )
     for w in doc.warnings:
         summary.add_row("warning", str(w))
     return [alloc, summary]
@@ -171,6 +254,7 @@ def slot_label(doc: PlanDocument, first: int, last: int) -> str:
         if doc.slot_origin == "week":
             return f"{_DAYS[(t // 24) % 7]} {hour:02d}:00"
         return f"{hour:02d}:00"
+
     return f"{one(first, False)}–{one(last, True)}"
 
 

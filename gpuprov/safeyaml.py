@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuprov.errors import ConfigError
 
-MAX_BYTES = 1 << 20           # 1 MiB: policies and configs are a few hundred lines
+MAX_BYTES = 1 << 20  # 1 MiB: policies and configs are a few hundred lines
 MAX_NODES = 10_000
 MAX_DEPTH = 50
 

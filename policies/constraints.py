@@ -44,11 +44,9 @@ def apply(policy: Policy, o: Overrides) -> Policy:
     if o.timezone is not None:
         p = replace(p, timezone=o.timezone)
     if o.max_spot_fraction is not None:
-        p = replace(p, workloads={k: replace(w, max_spot_fraction=o.max_spot_fraction)
-                                  for k, w in p.workloads.items()})
+        p = replace(p, workloads={k: replace(w, max_spot_fraction=o.max_spot_fraction) for k, w in p.workloads.items()})
     if o.node_gpus is not None and "training" in p.workloads:
-        p = replace(p, workloads={**p.workloads, "training": replace(p.workloads["training"],
-                                                                      node_gpus=o.node_gpus)})
+        p = replace(p, workloads={**p.workloads, "training": replace(p.workloads["training"], node_gpus=o.node_gpus)})
     if o.markets is not None:
         p = replace(p, markets=o.markets)
     if o.clouds is not None:
@@ -61,10 +59,17 @@ def apply(policy: Policy, o: Overrides) -> Policy:
 
 
 def workloads(policy: Policy) -> tuple[Workload, ...]:
-    return tuple(Workload(name=name, max_spot_fraction=w.max_spot_fraction, node_gpus=w.node_gpus,
-                          gang=w.gang, spread_zones=w.spread_zones,
-                          lost_hours_per_interruption=w.lost_hours_per_interruption)
-                 for name, w in policy.workloads.items())
+    return tuple(
+        Workload(
+            name=name,
+            max_spot_fraction=w.max_spot_fraction,
+            node_gpus=w.node_gpus,
+            gang=w.gang,
+            spread_zones=w.spread_zones,
+            lost_hours_per_interruption=w.lost_hours_per_interruption,
+        )
+        for name, w in policy.workloads.items()
+    )
 
 
 def demand(policy: Policy) -> dict[str, tuple[int, ...]]:
@@ -95,8 +100,13 @@ def offer_caps(policy: Policy, offers: Sequence[Offer]) -> dict[OfferKey, int]:
     caps: dict[OfferKey, int] = {}
     for o in offers:
         for c in policy.offer_caps:
-            pairs = ((o.cloud.value, c.cloud), (o.region, c.region), (o.zone or "", c.zone),
-                     (o.instance_type, c.instance_type), (o.market.value, c.market))
+            pairs = (
+                (o.cloud.value, c.cloud),
+                (o.region, c.region),
+                (o.zone or "", c.zone),
+                (o.instance_type, c.instance_type),
+                (o.market.value, c.market),
+            )
             if all(fnmatch.fnmatchcase(value, glob) for value, glob in pairs):
                 caps[o.key] = min(caps.get(o.key, c.max_instances), c.max_instances)
     return caps

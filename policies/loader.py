@@ -66,8 +66,7 @@ def load(spec: str) -> Policy:
     except (OSError, ValueError):
         exists = False
     if not exists:
-        raise ConfigError(f"no policy file or preset named {show(spec)}",
-                          hint=f"presets: {', '.join(presets())}")
+        raise ConfigError(f"no policy file or preset named {show(spec)}", hint=f"presets: {', '.join(presets())}")
     return parse(read_text(path, spec[:200]), spec[:200])
 
 
@@ -97,16 +96,18 @@ class _Reader:
             raise self.fail(path, "must be a mapping")
         unknown = sorted(_key(k) for k in value if k not in keys)
         if unknown:
-            raise self.fail(f"{path}.{unknown[0]}" if path else unknown[0],
-                            f"unknown key (expected one of: {', '.join(keys)})")
+            raise self.fail(
+                f"{path}.{unknown[0]}" if path else unknown[0], f"unknown key (expected one of: {', '.join(keys)})"
+            )
         return value
 
     def integer(self, value: Any, path: str, low: int = 0, high: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(path, f"must be a whole number, got {describe(value)}")
         if value < low or (high is not None and value > high):
-            raise self.fail(path, f"must be between {low} and {high}" if high is not None
-                            else f"must be at least {low}")
+            raise self.fail(
+                path, f"must be between {low} and {high}" if high is not None else f"must be at least {low}"
+            )
         return value
 
     def decimal(self, value: Any, path: str, low: Decimal | None = None, high: Decimal | None = None) -> Decimal:
@@ -119,8 +120,9 @@ class _Reader:
         if not d.is_finite():
             raise self.fail(path, f"must be a finite number, got {describe(value)}")
         if (low is not None and d < low) or (high is not None and d > high):
-            raise self.fail(path, f"must be between {low} and {high}" if high is not None
-                            else f"must be at least {low}")
+            raise self.fail(
+                path, f"must be between {low} and {high}" if high is not None else f"must be at least {low}"
+            )
         return d
 
     def strings(self, value: Any, path: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -159,9 +161,26 @@ class _Reader:
         return int(m.group(1))
 
     def policy(self, doc: Any) -> Policy:
-        top = self.mapping(doc, "", (
-            "name", "gpu", "gpus", "timezone", "horizon_hours", "markets", "clouds", "regions",
-            "workloads", "schedule", "caps", "budget_per_hour", "spot_interruption", "max_price_age_hours"))
+        top = self.mapping(
+            doc,
+            "",
+            (
+                "name",
+                "gpu",
+                "gpus",
+                "timezone",
+                "horizon_hours",
+                "markets",
+                "clouds",
+                "regions",
+                "workloads",
+                "schedule",
+                "caps",
+                "budget_per_hour",
+                "spot_interruption",
+                "max_price_age_hours",
+            ),
+        )
         tz = str(top.get("timezone", "UTC"))
         if not valid_timezone(tz):
             raise self.fail("timezone", "unknown time zone (an IANA name such as Europe/Berlin)")
@@ -181,19 +200,27 @@ class _Reader:
             name=self.label(top.get("name", "policy"), "name"),
             gpu=None if top.get("gpu") is None else str(top["gpu"]),
             gpus=None if gpus is None else self.integer(gpus, "gpus", 1, MAX_GPUS),
-            timezone=tz, horizon_hours=horizon, workloads=workloads,
-            default_demand=default, windows=windows,
+            timezone=tz,
+            horizon_hours=horizon,
+            workloads=workloads,
+            default_demand=default,
+            windows=windows,
             markets=None if top.get("markets") is None else self.strings(top["markets"], "markets", MARKETS),
             clouds_allow=self.strings(clouds.get("allow", []), "clouds.allow", CLOUDS),
             clouds_deny=self.strings(clouds.get("deny", []), "clouds.deny", CLOUDS),
             regions_allow=self.strings(regions.get("allow", []), "regions.allow"),
             regions_deny=self.strings(regions.get("deny", []), "regions.deny"),
-            offer_caps=offer_caps, region_caps=region_caps,
-            budget_per_hour=(None if top.get("budget_per_hour") is None
-                             else self.decimal(top["budget_per_hour"], "budget_per_hour", Decimal(0), MAX_USD)),
+            offer_caps=offer_caps,
+            region_caps=region_caps,
+            budget_per_hour=(
+                None
+                if top.get("budget_per_hour") is None
+                else self.decimal(top["budget_per_hour"], "budget_per_hour", Decimal(0), MAX_USD)
+            ),
             interruptions_per_hour=rates,
-            max_price_age_hours=self.decimal(top.get("max_price_age_hours", 24), "max_price_age_hours", Decimal(0),
-                                             Decimal(8760)),
+            max_price_age_hours=self.decimal(
+                top.get("max_price_age_hours", 24), "max_price_age_hours", Decimal(0), Decimal(8760)
+            ),
         )
 
     def workloads(self, value: Any) -> dict[str, WorkloadPolicy]:
@@ -203,21 +230,26 @@ class _Reader:
         out = {}
         for name, spec in raw.items():
             path = f"workloads.{name}"
-            w = self.mapping(spec, path, ("max_spot_fraction", "node_gpus", "gang", "spread_zones",
-                                          "lost_hours_per_interruption"))
+            w = self.mapping(
+                spec, path, ("max_spot_fraction", "node_gpus", "gang", "spread_zones", "lost_hours_per_interruption")
+            )
             gang = w.get("gang", False)
             if not isinstance(gang, bool):
                 raise self.fail(f"{path}.gang", "must be true or false")
             node = w.get("node_gpus")
             out[name] = WorkloadPolicy(
-                max_spot_fraction=self.decimal(w.get("max_spot_fraction", "0.5"), f"{path}.max_spot_fraction",
-                                               Decimal(0), Decimal(1)),
+                max_spot_fraction=self.decimal(
+                    w.get("max_spot_fraction", "0.5"), f"{path}.max_spot_fraction", Decimal(0), Decimal(1)
+                ),
                 node_gpus=None if node is None else self.integer(node, f"{path}.node_gpus", 1, 64),
                 gang=gang,
                 spread_zones=self.integer(w.get("spread_zones", 1), f"{path}.spread_zones", 1, 16),
                 lost_hours_per_interruption=self.decimal(
                     w.get("lost_hours_per_interruption", DEFAULT_LOST_HOURS[name]),
-                    f"{path}.lost_hours_per_interruption", Decimal(0), Decimal(168)),
+                    f"{path}.lost_hours_per_interruption",
+                    Decimal(0),
+                    Decimal(168),
+                ),
             )
             if gang and out[name].spread_zones > 1:
                 raise self.fail(path, "a gang sits in one zone: it cannot also spread over zones")
@@ -227,8 +259,9 @@ class _Reader:
         raw = self.mapping(value, path, tuple(workloads))
         return {name: self.amount(v, f"{path}.{name}") for name, v in raw.items()}
 
-    def schedule(self, value: Any,
-                 workloads: dict[str, WorkloadPolicy]) -> tuple[dict[str, Amount], tuple[Window, ...]]:
+    def schedule(
+        self, value: Any, workloads: dict[str, WorkloadPolicy]
+    ) -> tuple[dict[str, Amount], tuple[Window, ...]]:
         raw = self.mapping(value, "schedule", ("default", "windows"))
         default = self.demand(raw.get("default", {}), "schedule.default", workloads)
         windows_raw = raw.get("windows", [])
@@ -241,13 +274,15 @@ class _Reader:
             for key in ("start", "end", "demand"):
                 if key not in w:
                     raise self.fail(f"{path}.{key}", "is required")
-            windows.append(Window(
-                name=self.label(w.get("name", f"window{i}"), f"{path}.name"),
-                start_hour=self.hour(w["start"], f"{path}.start"),
-                end_hour=self.hour(w["end"], f"{path}.end"),
-                days=self.strings(w.get("days", list(DAYS)), f"{path}.days", DAYS),
-                demand=self.demand(w["demand"], f"{path}.demand", workloads),
-            ))
+            windows.append(
+                Window(
+                    name=self.label(w.get("name", f"window{i}"), f"{path}.name"),
+                    start_hour=self.hour(w["start"], f"{path}.start"),
+                    end_hour=self.hour(w["end"], f"{path}.end"),
+                    days=self.strings(w.get("days", list(DAYS)), f"{path}.days", DAYS),
+                    demand=self.demand(w["demand"], f"{path}.demand", workloads),
+                )
+            )
         if not default and not windows:
             raise self.fail("schedule", "give a default demand or at least one window")
         return default, tuple(windows)
@@ -260,15 +295,19 @@ class _Reader:
             c = self.mapping(spec, path, ("cloud", "region", "zone", "instance_type", "market", "max_instances"))
             if "max_instances" not in c:
                 raise self.fail(f"{path}.max_instances", "is required")
-            offer_caps.append(OfferCap(
-                **{k: str(c.get(k, "*")) for k in ("cloud", "region", "zone", "instance_type", "market")},
-                max_instances=self.integer(c["max_instances"], f"{path}.max_instances")))
+            offer_caps.append(
+                OfferCap(
+                    **{k: str(c.get(k, "*")) for k in ("cloud", "region", "zone", "instance_type", "market")},
+                    max_instances=self.integer(c["max_instances"], f"{path}.max_instances"),
+                )
+            )
         for i, spec in enumerate(raw.get("regions", []) or []):
             path = f"caps.regions[{i}]"
             c = self.mapping(spec, path, ("cloud", "region", "max_instances"))
             for key in ("cloud", "region", "max_instances"):
                 if key not in c:
                     raise self.fail(f"{path}.{key}", "is required")
-            region_caps.append(RegionCap(str(c["cloud"]), str(c["region"]),
-                                         self.integer(c["max_instances"], f"{path}.max_instances")))
+            region_caps.append(
+                RegionCap(str(c["cloud"]), str(c["region"]), self.integer(c["max_instances"], f"{path}.max_instances"))
+            )
         return tuple(offer_caps), tuple(region_caps)

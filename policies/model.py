@@ -17,13 +17,12 @@ class Amount:
     fraction: Decimal | None = None
 
 
-
 @dataclass(frozen=True)
 class Window:
     name: str
-    start_hour: int                  # local hour the window opens, 0..23
-    end_hour: int                    # local hour it closes (exclusive; may wrap past midnight)
-    days: tuple[str, ...]            # days of the week it applies to (by its start day)
+    start_hour: int  # local hour the window opens, 0..23
+    end_hour: int  # local hour it closes (exclusive; may wrap past midnight)
+    days: tuple[str, ...]  # days of the week it applies to (by its start day)
     demand: dict[str, Amount]
 
 

@@ -37,7 +37,7 @@ def split(row: dict[str, Amount], total: int) -> dict[str, int]:
         floors = {w: int(v) for w, v in shares.items()}
         target = int(sum(shares.values(), Decimal(0)).to_integral_value(rounding="ROUND_HALF_UP"))
         order = sorted(shares, key=lambda w: (-(shares[w] - floors[w]), w))
-        for w in order[:max(0, target - sum(floors.values()))]:
+        for w in order[: max(0, target - sum(floors.values()))]:
             floors[w] += 1
         out.update(floors)
     return out

@@ -45,16 +45,19 @@ from pricing.base import FetchContext, FetchResult, MalformedResponseError, Sour
 from pricing.validate import MISSING, to_price
 
 SOURCE = "live:aws-pricelist+ec2"
-PRICING_REGION = "us-east-1"          # the Price List Query API endpoint region
-GPU_TYPE_PATTERNS = ("p*", "g*")      # instance-type wildcards that hold every NVIDIA/AMD GPU type
+PRICING_REGION = "us-east-1"  # the Price List Query API endpoint region
+GPU_TYPE_PATTERNS = ("p*", "g*")  # instance-type wildcards that hold every NVIDIA/AMD GPU type
 PRODUCT_FILTERS = (
-    ("operatingSystem", "Linux"), ("tenancy", "Shared"), ("preInstalledSw", "NA"),
-    ("capacitystatus", "Used"), ("instanceFamily", "GPU instance"),
+    ("operatingSystem", "Linux"),
+    ("tenancy", "Shared"),
+    ("preInstalledSw", "NA"),
+    ("capacitystatus", "Used"),
+    ("instanceFamily", "GPU instance"),
 )
 SPOT_PRODUCT = "Linux/UNIX"
 TERM_HOURS = {"1yr": Decimal(8760), "3yr": Decimal(26280)}
 TERM_MARKET = {"1yr": Market.RESERVED_1Y, "3yr": Market.RESERVED_3Y}
-QUANTUM = Decimal("1e-10")            # the Price List's own precision
+QUANTUM = Decimal("1e-10")  # the Price List's own precision
 _INSTANCE_TYPE = re.compile(r'"instanceType"\s*:\s*"([^"]+)"')
 
 CAPACITY_BLOCK = "capacity block SKU"
@@ -131,8 +134,13 @@ def gpu_spec(item: Mapping[str, Any]) -> InstanceSpec | str:
         canonical = _canonical(f"{name}-{round(mib / 1024)}GB") or canonical
     count = sum(int(g.get("Count", 0)) for g in gpus)
     memory = Decimal(int(item["MemoryInfo"]["SizeInMiB"])) / 1024
-    return InstanceSpec(instance_type=item["InstanceType"], gpu=canonical, gpus=count,
-                        vcpus=int(item["VCpuInfo"]["DefaultVCpus"]), memory_gib=memory)
+    return InstanceSpec(
+        instance_type=item["InstanceType"],
+        gpu=canonical,
+        gpus=count,
+        vcpus=int(item["VCpuInfo"]["DefaultVCpus"]),
+        memory_gib=memory,
+    )
 
 
 def _money(dimension: Mapping[str, Any]) -> Price:
@@ -176,7 +184,8 @@ def choose_reserved(terms: Mapping[str, Any]) -> dict[Market, Price]:
         if attrs.get("OfferingClass") != "standard" or lease not in TERM_HOURS:
             continue
         options.setdefault(lease, []).append(
-            (str(attrs.get("PurchaseOption", "")), _effective(term, TERM_HOURS[lease])))
+            (str(attrs.get("PurchaseOption", "")), _effective(term, TERM_HOURS[lease]))
+        )
     chosen: dict[Market, Price] = {}
     for lease, opts in options.items():
         no_upfront = [p for option, p in opts if option == "No Upfront"]
@@ -203,9 +212,12 @@ def parse_product(text: str, source: str = SOURCE) -> ProductPrices | str:
         return CAPACITY_BLOCK
     if operation != "RunInstances":
         return NOT_RUN_INSTANCES
-    return ProductPrices(instance_type=str(attrs.get("instanceType", "")), region=str(attrs.get("regionCode", "")),
-                         on_demand=_on_demand(terms.get("OnDemand") or {}),
-                         reserved=choose_reserved(terms.get("Reserved") or {}))
+    return ProductPrices(
+        instance_type=str(attrs.get("instanceType", "")),
+        region=str(attrs.get("regionCode", "")),
+        on_demand=_on_demand(terms.get("OnDemand") or {}),
+        reserved=choose_reserved(terms.get("Reserved") or {}),
+    )
 
 
 def _instance_type(text: str) -> str:
@@ -232,9 +244,16 @@ class AwsPriceSource:
     cloud = Cloud.AWS
     name = SOURCE
 
-    def __init__(self, regions: Sequence[str] | None = None, session: Any = None, *,
-                 max_attempts: int = 8, connect_timeout: float = 10, read_timeout: float = 60,
-                 pool_connections: int = 32) -> None:
+    def __init__(
+        self,
+        regions: Sequence[str] | None = None,
+        session: Any = None,
+        *,
+        max_attempts: int = 8,
+        connect_timeout: float = 10,
+        read_timeout: float = 60,
+        pool_connections: int = 32,
+    ) -> None:
         self.regions = list(regions) if regions else None
         self.session = session
         self.max_attempts = max_attempts
@@ -250,14 +269,17 @@ class AwsPriceSource:
             if self.session is None:
                 core = botocore.session.get_session()
                 core.get_component("response_parser_factory").set_parser_defaults(
-                    timestamp_parser=functools.partial(_timestamp, botocore.utils.parse_timestamp))
+                    timestamp_parser=functools.partial(_timestamp, botocore.utils.parse_timestamp)
+                )
                 self.session = boto3.Session(botocore_session=core)
             key = (service, region)
             if key not in self._clients:
                 config = botocore.config.Config(
                     retries={"mode": "standard", "max_attempts": self.max_attempts},
-                    connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
-                    max_pool_connections=self.pool_connections)
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    max_pool_connections=self.pool_connections,
+                )
                 self._clients[key] = self.session.client(service, region_name=region, config=config)
             return self._clients[key]
 
@@ -268,15 +290,19 @@ class AwsPriceSource:
         try:
             return _AwsFetch(self, boto3, botocore, ctx, gpus).run()
         except errors.NoCredentialsError as exc:
-            raise SourceError(self.name, "no AWS credentials found",
-                              hint="configure them the boto3 way (AWS_PROFILE, aws configure, instance role)") from exc
+            raise SourceError(
+                self.name,
+                "no AWS credentials found",
+                hint="configure them the boto3 way (AWS_PROFILE, aws configure, instance role)",
+            ) from exc
         except (errors.ClientError, errors.BotoCoreError) as exc:
             raise SourceError(self.name, f"an AWS API call failed: {exc}") from exc
 
 
 class _AwsFetch:
-    def __init__(self, src: AwsPriceSource, boto3: Any, botocore: Any, ctx: FetchContext,
-                 gpus: Collection[str] | None) -> None:
+    def __init__(
+        self, src: AwsPriceSource, boto3: Any, botocore: Any, ctx: FetchContext, gpus: Collection[str] | None
+    ) -> None:
         self.src, self.ctx, self.gpus = src, ctx, set(gpus) if gpus is not None else None
         self.boto3, self.botocore = boto3, botocore
         self.skipped: Counter[str] = Counter()
@@ -296,8 +322,12 @@ class _AwsFetch:
     def _types(self, ec2: Any, names: list[str] | None = None) -> list[dict[str, Any]]:
         if names:
             return self._pages(ec2, "describe_instance_types", "InstanceTypes", InstanceTypes=names)
-        return self._pages(ec2, "describe_instance_types", "InstanceTypes",
-                           Filters=[{"Name": "instance-type", "Values": list(GPU_TYPE_PATTERNS)}])
+        return self._pages(
+            ec2,
+            "describe_instance_types",
+            "InstanceTypes",
+            Filters=[{"Name": "instance-type", "Values": list(GPU_TYPE_PATTERNS)}],
+        )
 
     def _zone_ids(self, ec2: Any) -> dict[str, str]:
         zones = ec2.describe_availability_zones(AllAvailabilityZones=True)["AvailabilityZones"]
@@ -305,24 +335,43 @@ class _AwsFetch:
         return {z["ZoneName"]: z["ZoneId"] for z in zones}
 
     def _products(self, pricing: Any, region: str) -> list[str]:
-        filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v}
-                   for f, v in (*PRODUCT_FILTERS, ("regionCode", region))]
-        return self._pages(pricing, "get_products", "PriceList", ServiceCode="AmazonEC2",
-                           Filters=filters, FormatVersion="aws_v1", PaginationConfig={"PageSize": 100})
+        filters = [
+            {"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (*PRODUCT_FILTERS, ("regionCode", region))
+        ]
+        return self._pages(
+            pricing,
+            "get_products",
+            "PriceList",
+            ServiceCode="AmazonEC2",
+            Filters=filters,
+            FormatVersion="aws_v1",
+            PaginationConfig={"PageSize": 100},
+        )
 
     def _offerings(self, ec2: Any, types: list[str]) -> dict[str, list[str]]:
-        items = self._pages(ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
-                            LocationType="availability-zone-id",
-                            Filters=[{"Name": "instance-type", "Values": types}])
+        items = self._pages(
+            ec2,
+            "describe_instance_type_offerings",
+            "InstanceTypeOfferings",
+            LocationType="availability-zone-id",
+            Filters=[{"Name": "instance-type", "Values": types}],
+        )
         zones: dict[str, list[str]] = {}
         for item in items:
             zones.setdefault(item["InstanceType"], []).append(item["Location"])
         return zones
 
     def _spot(self, ec2: Any, types: list[str]) -> dict[tuple[str, str], str]:
-        return latest_spot(self._pages(ec2, "describe_spot_price_history", "SpotPriceHistory",
-                                       InstanceTypes=types, ProductDescriptions=[SPOT_PRODUCT],
-                                       StartTime=datetime.now(UTC)))
+        return latest_spot(
+            self._pages(
+                ec2,
+                "describe_spot_price_history",
+                "SpotPriceHistory",
+                InstanceTypes=types,
+                ProductDescriptions=[SPOT_PRODUCT],
+                StartTime=datetime.now(UTC),
+            )
+        )
 
     # -- orchestration (the source's own thread) -----------------------------------------
     def run(self) -> FetchResult:
@@ -369,7 +418,7 @@ class _AwsFetch:
         for item in items:
             spec = gpu_spec(item)
             if isinstance(spec, str):
-                if spec != "no GPU" and self.gpus is None:     # out of scope when filtering
+                if spec != "no GPU" and self.gpus is None:  # out of scope when filtering
                     self.skipped[spec] += 1
             elif self.gpus is None or spec.gpu in self.gpus:
                 specs[spec.instance_type] = spec
@@ -379,14 +428,30 @@ class _AwsFetch:
         if price.amount is None:
             self.skipped[MISSING] += 1
             return None
-        return Offer(cloud=Cloud.AWS, region=region, zone=zone, instance_type=spec.instance_type, gpu=spec.gpu,
-                     gpus_per_instance=spec.gpus, gpu_memory_gib=gpu_names.memory_gib(spec.gpu),
-                     vcpus=spec.vcpus, memory_gib=spec.memory_gib, market=market,
-                     hourly_usd=price.amount, currency=price.currency)
+        return Offer(
+            cloud=Cloud.AWS,
+            region=region,
+            zone=zone,
+            instance_type=spec.instance_type,
+            gpu=spec.gpu,
+            gpus_per_instance=spec.gpus,
+            gpu_memory_gib=gpu_names.memory_gib(spec.gpu),
+            vcpus=spec.vcpus,
+            memory_gib=spec.memory_gib,
+            market=market,
+            hourly_usd=price.amount,
+            currency=price.currency,
+        )
 
-    def _region_offers(self, region: str, specs: Mapping[str, InstanceSpec], products: list[str],
-                       offerings: Mapping[str, list[str]], zone_ids: Mapping[str, str],
-                       spots: Mapping[tuple[str, str], str]) -> list[Offer]:
+    def _region_offers(
+        self,
+        region: str,
+        specs: Mapping[str, InstanceSpec],
+        products: list[str],
+        offerings: Mapping[str, list[str]],
+        zone_ids: Mapping[str, str],
+        spots: Mapping[tuple[str, str], str],
+    ) -> list[Offer]:
         out: list[Offer | None] = []
         seen: set[str] = set()
         for text in products:

@@ -42,20 +42,29 @@ SOURCE = "live:azure-retail-prices+resource-skus"
 PRICES_URL = "https://prices.azure.com/api/retail/prices"
 PRICES_URL_ENV = "GPUPROV_AZURE_PRICES_URL"
 PAGE_SIZE = 100
-MAX_PAGES = 200           # per chain: a guard against a server that pages forever
+MAX_PAGES = 200  # per chain: a guard against a server that pages forever
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 TERM_HOURS = {"1 Year": (Market.RESERVED_1Y, Decimal(8760)), "3 Years": (Market.RESERVED_3Y, Decimal(26280))}
 QUANTUM = Decimal("1e-10")
 # size name -> GPU (first match wins); fractional sizes are skipped.
 FRACTIONAL = re.compile(r"Standard_NV(6|12|18)ads_A10_v5|Standard_NV(4|8|16)as_v4|Standard_NV\d+ads_V710_v5", re.I)
 SERIES: tuple[tuple[str, str], ...] = (
-    (r"_T4_v3$", "T4"), (r"_A10_v[45]$", "A10"), (r"_A100_v4$", "A100-80GB"), (r"^Standard_ND96asr_v4$", "A100-40GB"),
-    (r"_H100_v5$", "H100"), (r"_H200_v5$", "H200"), (r"_MI300X_v5$", "MI300X"), (r"^Standard_ND40rs_v2$", "V100-32GB"),
-    (r"^Standard_NC\d+r?s_v3$", "V100"), (r"^Standard_NC\d+r?s_v2$", "P100"), (r"^Standard_NV\d+s_v3$", "M60"),
-    (r"^Standard_NV\d+as_v4$", "MI25"), (r"^Standard_NC\d+r?$", "K80"),
+    (r"_T4_v3$", "T4"),
+    (r"_A10_v[45]$", "A10"),
+    (r"_A100_v4$", "A100-80GB"),
+    (r"^Standard_ND96asr_v4$", "A100-40GB"),
+    (r"_H100_v5$", "H100"),
+    (r"_H200_v5$", "H200"),
+    (r"_MI300X_v5$", "MI300X"),
+    (r"^Standard_ND40rs_v2$", "V100-32GB"),
+    (r"^Standard_NC\d+r?s_v3$", "V100"),
+    (r"^Standard_NC\d+r?s_v2$", "P100"),
+    (r"^Standard_NV\d+s_v3$", "M60"),
+    (r"^Standard_NV\d+as_v4$", "MI25"),
+    (r"^Standard_NC\d+r?$", "K80"),
 )
 
-_Pool = tuple[str, str, Market]     # region, size, market
+_Pool = tuple[str, str, Market]  # region, size, market
 
 LOW_PRIORITY = "low priority (not spot)"
 WINDOWS = "Windows"
@@ -80,8 +89,12 @@ def _sdk() -> dict[str, Any]:
         from azure.mgmt.compute import ComputeManagementClient
     except ImportError as exc:
         raise missing_extra("the Azure SDK (azure-mgmt-compute, azure-identity, requests)", "azure") from exc
-    return {"requests": requests, "errors": exceptions, "credential": DefaultAzureCredential,
-            "client": ComputeManagementClient}
+    return {
+        "requests": requests,
+        "errors": exceptions,
+        "credential": DefaultAzureCredential,
+        "client": ComputeManagementClient,
+    }
 
 
 # -- parsing (pure) -------------------------------------------------------------------------
@@ -163,10 +176,19 @@ class AzurePriceSource:
     cloud = Cloud.AZURE
     name = SOURCE
 
-    def __init__(self, subscription_id: str | None = None, credential: Any = None, *,
-                 prices_url: str | None = None, arm_endpoint: str | None = None, max_attempts: int = 6,
-                 backoff: float = 1.0, timeout: float = 30.0, pool_connections: int = 32,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        subscription_id: str | None = None,
+        credential: Any = None,
+        *,
+        prices_url: str | None = None,
+        arm_endpoint: str | None = None,
+        max_attempts: int = 6,
+        backoff: float = 1.0,
+        timeout: float = 30.0,
+        pool_connections: int = 32,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.subscription_id = subscription_id
         self.credential = credential
         self.prices_url = prices_url
@@ -185,8 +207,10 @@ class AzurePriceSource:
             if self._clients is None:
                 subscription = self.subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID")
                 if not subscription:
-                    raise ConfigError("no Azure subscription for the Resource SKUs lookup",
-                                      hint="set AZURE_SUBSCRIPTION_ID, or pass subscription_id= to AzurePriceSource")
+                    raise ConfigError(
+                        "no Azure subscription for the Resource SKUs lookup",
+                        hint="set AZURE_SUBSCRIPTION_ID, or pass subscription_id= to AzurePriceSource",
+                    )
                 credential = self.credential or sdk["credential"]()
                 extra: dict[str, Any] = {"base_url": self.arm_endpoint} if self.arm_endpoint else {}
                 arm = sdk["client"](credential, subscription, **extra)
@@ -204,16 +228,19 @@ class AzurePriceSource:
         try:
             return _AzureFetch(self, sdk, ctx, gpus).run()
         except sdk["errors"].ClientAuthenticationError as exc:
-            raise SourceError(self.name, f"Azure authentication failed: {exc.message}",
-                              hint="sign in with 'az login' or set AZURE_CLIENT_ID/AZURE_TENANT_ID/"
-                                   "AZURE_CLIENT_SECRET") from exc
+            raise SourceError(
+                self.name,
+                f"Azure authentication failed: {exc.message}",
+                hint="sign in with 'az login' or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET",
+            ) from exc
         except sdk["errors"].AzureError as exc:
             raise SourceError(self.name, f"an Azure API call failed: {exc.message}") from exc
 
 
 class _AzureFetch:
-    def __init__(self, src: AzurePriceSource, sdk: dict[str, Any], ctx: FetchContext,
-                 gpus: Collection[str] | None) -> None:
+    def __init__(
+        self, src: AzurePriceSource, sdk: dict[str, Any], ctx: FetchContext, gpus: Collection[str] | None
+    ) -> None:
         self.src, self.sdk, self.ctx = src, sdk, ctx
         self.gpus = set(gpus) if gpus is not None else None
         self.base_url = src.prices_url or os.environ.get(PRICES_URL_ENV) or PRICES_URL
@@ -306,11 +333,20 @@ class _AzureFetch:
             self.skipped[MISSING] += 1
             return
         hourly = (price / hours).quantize(QUANTUM) if hours != 1 and price.is_finite() else price
-        offer = Offer(cloud=Cloud.AZURE, region=region, zone=None, instance_type=size.name, gpu=size.gpu,
-                      gpus_per_instance=size.gpus, gpu_memory_gib=gpu_names.memory_gib(size.gpu), vcpus=size.vcpus,
-                      memory_gib=size.memory_gib, market=market, hourly_usd=hourly,
-                      currency=str(item.get("currencyCode") or "USD"))
+        offer = Offer(
+            cloud=Cloud.AZURE,
+            region=region,
+            zone=None,
+            instance_type=size.name,
+            gpu=size.gpu,
+            gpus_per_instance=size.gpus,
+            gpu_memory_gib=gpu_names.memory_gib(size.gpu),
+            vcpus=size.vcpus,
+            memory_gib=size.memory_gib,
+            market=market,
+            hourly_usd=hourly,
+            currency=str(item.get("currencyCode") or "USD"),
+        )
         key, since = (region, size.name, market), str(item.get("effectiveStartDate") or "")
-        if key not in offers or since > offers[key][0]:    # the newest row of a meter wins
+        if key not in offers or since > offers[key][0]:  # the newest row of a meter wins
             offers[key] = (since, offer)
-

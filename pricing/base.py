@@ -68,7 +68,7 @@ class ProgressEvent:
     cloud: Cloud
     done: int
     total: int
-    state: str = "running"     # "running", "done" or "failed"
+    state: str = "running"  # "running", "done" or "failed"
     note: str = ""
 
 
@@ -86,7 +86,7 @@ class FetchResult:
 
 class PriceSource(Protocol):
     cloud: Cloud
-    name: str        # recorded as the snapshot's source, e.g. "live:aws-pricelist+ec2"
+    name: str  # recorded as the snapshot's source, e.g. "live:aws-pricelist+ec2"
 
     def fetch(self, gpus: Collection[str] | None = None, ctx: FetchContext | None = None) -> FetchResult:
         """Offers of the given canonical GPU names (None: every GPU the cloud has)."""
@@ -100,13 +100,20 @@ class FetchContext:
     Progress callbacks may come from worker threads.
     """
 
-    def __init__(self, cloud: Cloud, source: str = "", *, executor: Executor | None = None,
-                 progress: ProgressCallback | None = None, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        cloud: Cloud,
+        source: str = "",
+        *,
+        executor: Executor | None = None,
+        progress: ProgressCallback | None = None,
+        deadline: float | None = None,
+    ) -> None:
         self.cloud = cloud
         self.source = source or cloud.value
         self._executor = executor
         self._progress = progress
-        self._deadline = deadline              # a time.monotonic() value
+        self._deadline = deadline  # a time.monotonic() value
         self._lock = threading.Lock()
         self._cancelled = False
         self.requests = 0
@@ -122,8 +129,11 @@ class FetchContext:
     def check(self) -> None:
         """Raise SourceTimeoutError once the deadline has passed (sources call it before each request)."""
         if self._cancelled or (self._deadline is not None and time.monotonic() > self._deadline):
-            raise SourceTimeoutError(self.source, "timed out before all its requests finished",
-                                     hint="raise --timeout, or refresh fewer clouds or GPU types")
+            raise SourceTimeoutError(
+                self.source,
+                "timed out before all its requests finished",
+                hint="raise --timeout, or refresh fewer clouds or GPU types",
+            )
 
     # -- progress --------------------------------------------------------------------
     def expect(self, requests: int) -> None:

@@ -68,8 +68,10 @@ def _factor(key: str, value: Any) -> Decimal:
     except InvalidOperation:
         raise ConfigError(f"discount {key!r}: {value!r} is not a number") from None
     if not factor.is_finite() or not Decimal(0) < factor <= Decimal(1):
-        raise ConfigError(f"discount {key!r}: the factor {value} must be above 0 and at most 1",
-                          hint="a factor multiplies the price: 0.9 means 10 % off")
+        raise ConfigError(
+            f"discount {key!r}: the factor {value} must be above 0 and at most 1",
+            hint="a factor multiplies the price: 0.9 means 10 % off",
+        )
     return factor
 
 
@@ -79,8 +81,10 @@ def load_discounts(config: Mapping[str, Any] | None) -> Discounts:
     if section is None:
         return Discounts()
     if not isinstance(section, Mapping):
-        raise ConfigError("'discounts' must map 'cloud' or 'cloud:family' to a factor",
-                          hint='e.g. discounts: {aws: 0.9, "aws:p4d": 0.8}')
+        raise ConfigError(
+            "'discounts' must map 'cloud' or 'cloud:family' to a factor",
+            hint='e.g. discounts: {aws: 0.9, "aws:p4d": 0.8}',
+        )
     factors: dict[tuple[Cloud, str | None], Decimal] = {}
     for raw_key, value in section.items():
         key = str(raw_key).strip()

@@ -45,20 +45,32 @@ from pricing.skypilot import _GCP_ATTACHABLE, _GCP_BUILTIN, GCP_N1_HOST, _gcp_bu
 
 SOURCE = "live:gcp-cloudbilling+compute"
 COMPUTE_SERVICE = "services/6F81-5844-456A"
-USAGE_MARKET = {"OnDemand": Market.ON_DEMAND, "Preemptible": Market.SPOT,
-                "Commit1Yr": Market.RESERVED_1Y, "Commit3Yr": Market.RESERVED_3Y}
+USAGE_MARKET = {
+    "OnDemand": Market.ON_DEMAND,
+    "Preemptible": Market.SPOT,
+    "Commit1Yr": Market.RESERVED_1Y,
+    "Commit3Yr": Market.RESERVED_3Y,
+}
 UNITS = {"CPU": "h", "RAM": "GiBy.h", "GPU": "h"}
 # Billing's GPU names -> the accelerator spellings of _GCP_BUILTIN (attachables: canonical names).
 SKU_GPUS = {
-    "nvidia tesla a100": "A100", "nvidia a100 80gb": "A100-80GB", "nvidia h100 80gb": "H100",
-    "nvidia h100 80gb mega": "H100-MEGA", "nvidia h100 80gb plus": "H100-MEGA",
-    "nvidia h200 141gb": "H200", "nvidia b200": "B200", "nvidia l4": "L4", "nvidia tesla t4": "T4",
-    "nvidia tesla v100": "V100", "nvidia tesla p4": "P4", "nvidia tesla p100": "P100",
+    "nvidia tesla a100": "A100",
+    "nvidia a100 80gb": "A100-80GB",
+    "nvidia h100 80gb": "H100",
+    "nvidia h100 80gb mega": "H100-MEGA",
+    "nvidia h100 80gb plus": "H100-MEGA",
+    "nvidia h200 141gb": "H200",
+    "nvidia b200": "B200",
+    "nvidia l4": "L4",
+    "nvidia tesla t4": "T4",
+    "nvidia tesla v100": "V100",
+    "nvidia tesla p4": "P4",
+    "nvidia tesla p100": "P100",
 }
-FAMILY_OVERRIDES = {"a3-megagpu": "A3PLUS", "a3-ultragpu": "A3ULTRA"}   # billing names, not prefixes
+FAMILY_OVERRIDES = {"a3-megagpu": "A3PLUS", "a3-ultragpu": "A3ULTRA"}  # billing names, not prefixes
 _CORE_RAM = re.compile(r"(?:(?P<family>[\w-]+?) )?(?:Predefined )?(?:Instance )?(?P<kind>Core|Cpu|Ram)")
 
-PriceKey = tuple[str, str, str, str]     # usage type, kind (CPU/RAM/GPU), family or GPU, region
+PriceKey = tuple[str, str, str, str]  # usage type, kind (CPU/RAM/GPU), family or GPU, region
 _Pool = tuple[str, str, str, int, Market]  # region, machine type, GPU, count, market
 
 
@@ -77,8 +89,15 @@ def _sdk() -> dict[str, Any]:
         from google.protobuf import json_format
     except ImportError as exc:
         raise missing_extra("the GCP SDK (google-cloud-billing, google-cloud-compute)", "gcp") from exc
-    return {"auth": google.auth, "billing": billing_v1, "compute": compute_v1, "retry": retry,
-            "errors": api_exceptions, "options": client_options, "json_format": json_format}
+    return {
+        "auth": google.auth,
+        "billing": billing_v1,
+        "compute": compute_v1,
+        "retry": retry,
+        "errors": api_exceptions,
+        "options": client_options,
+        "json_format": json_format,
+    }
 
 
 # -- parsing (pure) ---------------------------------------------------------------------
@@ -144,9 +163,17 @@ class GcpPriceSource:
     cloud = Cloud.GCP
     name = SOURCE
 
-    def __init__(self, project: str | None = None, credentials: Any = None, *,
-                 billing_endpoint: str | None = None, compute_endpoint: str | None = None,
-                 retry_initial: float = 1.0, retry_timeout: float = 120.0, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        project: str | None = None,
+        credentials: Any = None,
+        *,
+        billing_endpoint: str | None = None,
+        compute_endpoint: str | None = None,
+        retry_initial: float = 1.0,
+        retry_timeout: float = 120.0,
+        timeout: float = 60.0,
+    ) -> None:
         self.project = project
         self.credentials = credentials
         self.billing_endpoint = billing_endpoint
@@ -166,17 +193,23 @@ class GcpPriceSource:
                     creds, found = sdk["auth"].default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
                     project = project or found
                 if not project:
-                    raise ConfigError("no GCP project for the Compute Engine machine-type lookups",
-                                      hint="set GOOGLE_CLOUD_PROJECT, or pass project= to GcpPriceSource")
+                    raise ConfigError(
+                        "no GCP project for the Compute Engine machine-type lookups",
+                        hint="set GOOGLE_CLOUD_PROJECT, or pass project= to GcpPriceSource",
+                    )
                 options = sdk["options"].ClientOptions
                 billing = sdk["billing"].CloudCatalogClient(
-                    credentials=creds, transport="rest",
-                    client_options=options(api_endpoint=self.billing_endpoint) if self.billing_endpoint else None)
+                    credentials=creds,
+                    transport="rest",
+                    client_options=options(api_endpoint=self.billing_endpoint) if self.billing_endpoint else None,
+                )
                 compute = options(api_endpoint=self.compute_endpoint) if self.compute_endpoint else None
-                self._clients = (billing,
-                                 sdk["compute"].AcceleratorTypesClient(credentials=creds, client_options=compute),
-                                 sdk["compute"].MachineTypesClient(credentials=creds, client_options=compute),
-                                 project)
+                self._clients = (
+                    billing,
+                    sdk["compute"].AcceleratorTypesClient(credentials=creds, client_options=compute),
+                    sdk["compute"].MachineTypesClient(credentials=creds, client_options=compute),
+                    project,
+                )
             return self._clients
 
     def fetch(self, gpus: Collection[str] | None = None, ctx: FetchContext | None = None) -> FetchResult:
@@ -185,8 +218,9 @@ class GcpPriceSource:
         try:
             return _GcpFetch(self, sdk, ctx, gpus).run()
         except sdk["auth"].exceptions.DefaultCredentialsError as exc:
-            raise SourceError(self.name, "no GCP credentials found",
-                              hint="run 'gcloud auth application-default login'") from exc
+            raise SourceError(
+                self.name, "no GCP credentials found", hint="run 'gcloud auth application-default login'"
+            ) from exc
         except sdk["errors"].GoogleAPICallError as exc:
             raise SourceError(self.name, f"a GCP API call failed: {exc}") from exc
         except sdk["json_format"].ParseError as exc:
@@ -194,18 +228,26 @@ class GcpPriceSource:
 
 
 class _GcpFetch:
-    def __init__(self, src: GcpPriceSource, sdk: dict[str, Any], ctx: FetchContext,
-                 gpus: Collection[str] | None) -> None:
+    def __init__(
+        self, src: GcpPriceSource, sdk: dict[str, Any], ctx: FetchContext, gpus: Collection[str] | None
+    ) -> None:
         self.src, self.sdk, self.ctx = src, sdk, ctx
         self.gpus = set(gpus) if gpus is not None else None
         self.skipped: Counter[str] = Counter()
         retry, errors = sdk["retry"], sdk["errors"]
         self.retry = retry.Retry(
-            predicate=retry.if_exception_type(errors.TooManyRequests, errors.ServiceUnavailable,
-                                              errors.InternalServerError, errors.BadGateway,
-                                              errors.GatewayTimeout),
-            initial=src.retry_initial, maximum=max(src.retry_initial, 30.0), multiplier=2.0,
-            timeout=src.retry_timeout)
+            predicate=retry.if_exception_type(
+                errors.TooManyRequests,
+                errors.ServiceUnavailable,
+                errors.InternalServerError,
+                errors.BadGateway,
+                errors.GatewayTimeout,
+            ),
+            initial=src.retry_initial,
+            maximum=max(src.retry_initial, 30.0),
+            multiplier=2.0,
+            timeout=src.retry_timeout,
+        )
 
     # -- leaf requests -----------------------------------------------------------------
     def _skus(self, client: Any) -> list[Any]:
@@ -224,8 +266,9 @@ class _GcpFetch:
             self.ctx.request_done("acceleratorTypes.aggregatedList")
             for scope, scoped in page.items.items():
                 for accel in scoped.accelerator_types:
-                    zones.setdefault(scope.removeprefix("zones/"), {})[accel.name] = \
-                        int(accel.maximum_cards_per_instance)
+                    zones.setdefault(scope.removeprefix("zones/"), {})[accel.name] = int(
+                        accel.maximum_cards_per_instance
+                    )
             self.ctx.check()
         return zones
 
@@ -268,8 +311,14 @@ class _GcpFetch:
                 continue
         return False
 
-    def _zone_offers(self, zone: str, machines: list[Any], accels: Mapping[str, int],
-                     prices: Mapping[PriceKey, UnitPrice], reserved_seen: set[_Pool]) -> list[Offer]:
+    def _zone_offers(
+        self,
+        zone: str,
+        machines: list[Any],
+        accels: Mapping[str, int],
+        prices: Mapping[PriceKey, UnitPrice],
+        reserved_seen: set[_Pool],
+    ) -> list[Offer]:
         region = zone.rsplit("-", 1)[0]
         hosts = {m.name: m for m in machines}
         shapes: list[tuple[Any, str, int, str | None]] = []
@@ -283,15 +332,18 @@ class _GcpFetch:
             except UnknownGpuError:
                 continue
             if attached in _GCP_ATTACHABLE:
-                shapes += [(hosts[h], attached, n, None) for n, h in sorted(GCP_N1_HOST.items())
-                           if n <= max_cards and h in hosts]
+                shapes += [
+                    (hosts[h], attached, n, None)
+                    for n, h in sorted(GCP_N1_HOST.items())
+                    if n <= max_cards and h in hosts
+                ]
         out: list[Offer] = []
         for machine, accel, count, interconnect in shapes:
             gpu = gpu_names.canonical(accel)
             if self.gpus is not None and gpu not in self.gpus:
                 continue
             for usage, market in USAGE_MARKET.items():
-                if market.is_reserved:     # regional: once per region, not once per zone
+                if market.is_reserved:  # regional: once per region, not once per zone
                     pool = (region, machine.name, gpu, count, market)
                     if pool in reserved_seen:
                         continue
@@ -299,20 +351,34 @@ class _GcpFetch:
                 price = self._price(usage, machine, accel, count, region, prices)
                 if price is None:
                     continue
-                out.append(Offer(
-                    cloud=Cloud.GCP, region=region, zone=None if market.is_reserved else zone,
-                    instance_type=machine.name, gpu=gpu, gpus_per_instance=count,
-                    gpu_memory_gib=gpu_names.memory_gib(gpu), vcpus=int(machine.guest_cpus),
-                    memory_gib=Decimal(int(machine.memory_mb)) / 1024, market=market,
-                    hourly_usd=price.amount, interconnect=interconnect, currency=price.currency))
+                out.append(
+                    Offer(
+                        cloud=Cloud.GCP,
+                        region=region,
+                        zone=None if market.is_reserved else zone,
+                        instance_type=machine.name,
+                        gpu=gpu,
+                        gpus_per_instance=count,
+                        gpu_memory_gib=gpu_names.memory_gib(gpu),
+                        vcpus=int(machine.guest_cpus),
+                        memory_gib=Decimal(int(machine.memory_mb)) / 1024,
+                        market=market,
+                        hourly_usd=price.amount,
+                        interconnect=interconnect,
+                        currency=price.currency,
+                    )
+                )
         return out
 
-    def _price(self, usage: str, machine: Any, accel: str, count: int, region: str,
-               prices: Mapping[PriceKey, UnitPrice]) -> UnitPrice | None:
+    def _price(
+        self, usage: str, machine: Any, accel: str, count: int, region: str, prices: Mapping[PriceKey, UnitPrice]
+    ) -> UnitPrice | None:
         fam = family(machine.name)
-        parts = [(prices.get((usage, "CPU", fam, region)), Decimal(int(machine.guest_cpus)), f"{fam} core"),
-                 (prices.get((usage, "RAM", fam, region)), Decimal(int(machine.memory_mb)) / 1024, f"{fam} RAM"),
-                 (prices.get((usage, "GPU", accel, region)), Decimal(count), f"{accel} GPU")]
+        parts = [
+            (prices.get((usage, "CPU", fam, region)), Decimal(int(machine.guest_cpus)), f"{fam} core"),
+            (prices.get((usage, "RAM", fam, region)), Decimal(int(machine.memory_mb)) / 1024, f"{fam} RAM"),
+            (prices.get((usage, "GPU", accel, region)), Decimal(count), f"{accel} GPU"),
+        ]
         total, currency = Decimal(0), "USD"
         for unit, quantity, what in parts:
             if unit is None:

@@ -16,9 +16,21 @@ from gpuprov.errors import ConfigError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus
 
-COLUMNS = ("cloud", "region", "zone", "instance_type", "gpu", "gpus_per_instance",
-           "gpu_memory_gib", "vcpus", "memory_gib", "market", "hourly_usd", "interconnect",
-           "currency")
+COLUMNS = (
+    "cloud",
+    "region",
+    "zone",
+    "instance_type",
+    "gpu",
+    "gpus_per_instance",
+    "gpu_memory_gib",
+    "vcpus",
+    "memory_gib",
+    "market",
+    "hourly_usd",
+    "interconnect",
+    "currency",
+)
 
 
 def write_offers(offers: Iterable[Offer], out: IO[str]) -> int:
@@ -26,9 +38,23 @@ def write_offers(offers: Iterable[Offer], out: IO[str]) -> int:
     writer.writerow(COLUMNS)
     n = 0
     for o in offers:
-        writer.writerow([o.cloud.value, o.region, o.zone or "", o.instance_type, o.gpu,
-                         o.gpus_per_instance, o.gpu_memory_gib, o.vcpus, o.memory_gib,
-                         o.market.value, o.hourly_usd, o.interconnect or "", o.currency])
+        writer.writerow(
+            [
+                o.cloud.value,
+                o.region,
+                o.zone or "",
+                o.instance_type,
+                o.gpu,
+                o.gpus_per_instance,
+                o.gpu_memory_gib,
+                o.vcpus,
+                o.memory_gib,
+                o.market.value,
+                o.hourly_usd,
+                o.interconnect or "",
+                o.currency,
+            ]
+        )
         n += 1
     return n
 
@@ -51,17 +77,25 @@ def read_offers(lines: Iterable[str], origin: str) -> Iterator[Offer]:
         try:
             price = Decimal(rec["hourly_usd"])
             memory = Decimal(rec["memory_gib"])
-            count, gmem, vcpus = (int(rec["gpus_per_instance"]), int(rec["gpu_memory_gib"]),
-                                  int(rec["vcpus"]))
+            count, gmem, vcpus = (int(rec["gpus_per_instance"]), int(rec["gpu_memory_gib"]), int(rec["vcpus"]))
         except (InvalidOperation, ValueError):
             raise ConfigError(f"{origin}:{line}: a number field is not a number") from None
         if not price.is_finite() or price <= 0:
-            raise ConfigError(f"{origin}:{line}: hourly_usd must be a positive number, "
-                              f"got {rec['hourly_usd']!r}")
+            raise ConfigError(f"{origin}:{line}: hourly_usd must be a positive number, got {rec['hourly_usd']!r}")
         if count < 1:
             raise ConfigError(f"{origin}:{line}: gpus_per_instance must be at least 1")
-        yield Offer(cloud=cloud, region=rec["region"], zone=rec["zone"] or None,
-                    instance_type=rec["instance_type"], gpu=gpus.canonical(rec["gpu"]),
-                    gpus_per_instance=count, gpu_memory_gib=gmem, vcpus=vcpus, memory_gib=memory,
-                    market=market, hourly_usd=price, interconnect=rec["interconnect"] or None,
-                    currency=rec["currency"] or "USD")
+        yield Offer(
+            cloud=cloud,
+            region=rec["region"],
+            zone=rec["zone"] or None,
+            instance_type=rec["instance_type"],
+            gpu=gpus.canonical(rec["gpu"]),
+            gpus_per_instance=count,
+            gpu_memory_gib=gmem,
+            vcpus=vcpus,
+            memory_gib=memory,
+            market=market,
+            hourly_usd=price,
+            interconnect=rec["interconnect"] or None,
+            currency=rec["currency"] or "USD",
+        )

@@ -24,8 +24,11 @@ class Gpu:
 GPUS: tuple[Gpu, ...] = (
     Gpu("A100-40GB", 40, ("a100-40g", "a100-sxm4-40gb", "nvidia-tesla-a100", "nvidia a100 40gb")),
     Gpu("A100-80GB", 80, ("a100-80g", "a100-sxm4-80gb", "nvidia-a100-80gb", "nvidia a100 80gb")),
-    Gpu("H100", 80, ("h100-80gb", "nvidia-h100-80gb", "h100-mega", "nvidia-h100-mega-80gb",
-                     "nvidia h100 80gb hbm3", "h100-sxm")),
+    Gpu(
+        "H100",
+        80,
+        ("h100-80gb", "nvidia-h100-80gb", "h100-mega", "nvidia-h100-mega-80gb", "nvidia h100 80gb hbm3", "h100-sxm"),
+    ),
     Gpu("H200", 141, ("h200-141gb", "nvidia-h200-141gb")),
     Gpu("B200", 180, ("nvidia-b200", "nvidia b200 blackwell")),
     Gpu("B300", 288, ("nvidia-b300", "nvidia b300 blackwell")),
@@ -53,9 +56,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 
 # Cloud catalog spellings that mean one variant where the short name is a family.
 CLOUD_SPELLINGS: dict[str, str] = {
-    "A100": "A100-40GB",        # SkyPilot / AWS / GCP catalogs: 'A100' is the 40 GB part
-    "H100-MEGA": "H100",        # GCP a3-megagpu: same GPU, faster interconnect
-    "V100": "V100",             # catalogs: 'V100' is the 16 GB part
+    "A100": "A100-40GB",  # SkyPilot / AWS / GCP catalogs: 'A100' is the 40 GB part
+    "H100-MEGA": "H100",  # GCP a3-megagpu: same GPU, faster interconnect
+    "V100": "V100",  # catalogs: 'V100' is the 16 GB part
 }
 
 

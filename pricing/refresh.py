@@ -60,8 +60,8 @@ class CloudOutcome:
     cloud: Cloud
     source: str
     snapshot: SnapshotInfo | None
-    fetched: int = 0                      # offers the source returned
-    stored: int = 0                       # offers validated and written (carried-over ones not counted)
+    fetched: int = 0  # offers the source returned
+    stored: int = 0  # offers validated and written (carried-over ones not counted)
     carried_over: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     requests: int = 0
@@ -76,8 +76,10 @@ class CloudOutcome:
 class RefreshError(PricingError):
     def __init__(self, failures: Sequence[CloudOutcome]) -> None:
         detail = "; ".join(_describe(o) for o in failures)
-        super().__init__(f"price refresh failed for {len(failures)} source(s): {detail}",
-                         hint="the previous snapshot of each failed cloud is still current")
+        super().__init__(
+            f"price refresh failed for {len(failures)} source(s): {detail}",
+            hint="the previous snapshot of each failed cloud is still current",
+        )
         self.failures = tuple(failures)
 
 
@@ -126,8 +128,9 @@ def _as_error(source: str, exc: BaseException) -> GpuprovError:
 
 
 class _Run:
-    def __init__(self, catalog: Catalog, gpus: Collection[str] | None, spot_factor: Decimal,
-                 now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, catalog: Catalog, gpus: Collection[str] | None, spot_factor: Decimal, now: Callable[[], datetime]
+    ) -> None:
         self.catalog, self.gpus, self.spot_factor, self.now = catalog, gpus, spot_factor, now
 
     def fetch(self, src: PriceSource, ctx: FetchContext) -> tuple[FetchResult, datetime, float]:
@@ -135,20 +138,32 @@ class _Run:
         result = src.fetch(self.gpus, ctx)
         return result, fetched_at, time.monotonic() - started
 
-    def done(self, src: PriceSource, ctx: FetchContext, fut: Future[tuple[FetchResult, datetime, float]] | None,
-             error: BaseException | None = None) -> CloudOutcome:
+    def done(
+        self,
+        src: PriceSource,
+        ctx: FetchContext,
+        fut: Future[tuple[FetchResult, datetime, float]] | None,
+        error: BaseException | None = None,
+    ) -> CloudOutcome:
         if fut is not None:
             try:
                 result, fetched_at, seconds = fut.result()
                 return self._emit(ctx, self.store(src, result, fetched_at, seconds))
-            except Exception as exc:   # every failure becomes the outcome's error
+            except Exception as exc:  # every failure becomes the outcome's error
                 error = exc
         err = _as_error(src.name, error or RuntimeError("no result"))
         return self._emit(ctx, CloudOutcome(src.cloud, src.name, None, requests=ctx.requests, error=err))
 
     def _emit(self, ctx: FetchContext, outcome: CloudOutcome) -> CloudOutcome:
-        ctx.emit(ProgressEvent(outcome.cloud, ctx.requests, ctx.requests, "done" if outcome.ok else "failed",
-                               outcome.error.message if outcome.error else f"{outcome.stored} offers"))
+        ctx.emit(
+            ProgressEvent(
+                outcome.cloud,
+                ctx.requests,
+                ctx.requests,
+                "done" if outcome.ok else "failed",
+                outcome.error.message if outcome.error else f"{outcome.stored} offers",
+            )
+        )
         return outcome
 
     def store(self, src: PriceSource, result: FetchResult, fetched_at: datetime, seconds: float) -> CloudOutcome:
@@ -170,15 +185,30 @@ class _Run:
         if skipped:
             note += "; skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
         snapshot = self.catalog.add_snapshot(src.name, src.cloud, fetched_at, [*offers, *carried], note=note)
-        return CloudOutcome(src.cloud, src.name, snapshot, fetched=len(result.offers), stored=len(offers),
-                            carried_over=len(carried), skipped=dict(skipped), requests=result.requests,
-                            seconds=seconds)
+        return CloudOutcome(
+            src.cloud,
+            src.name,
+            snapshot,
+            fetched=len(result.offers),
+            stored=len(offers),
+            carried_over=len(carried),
+            skipped=dict(skipped),
+            requests=result.requests,
+            seconds=seconds,
+        )
 
 
-def refresh(sources: Sequence[PriceSource], catalog: Catalog, gpus: Collection[str] | None = None, *,
-            max_workers: int = DEFAULT_WORKERS, timeout: float = DEFAULT_TIMEOUT,
-            progress: ProgressCallback | None = None, spot_factor: Decimal = DEFAULT_SPOT_FACTOR,
-            now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> RefreshResult:
+def refresh(
+    sources: Sequence[PriceSource],
+    catalog: Catalog,
+    gpus: Collection[str] | None = None,
+    *,
+    max_workers: int = DEFAULT_WORKERS,
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: ProgressCallback | None = None,
+    spot_factor: Decimal = DEFAULT_SPOT_FACTOR,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> RefreshResult:
     """Fetch every source and store one snapshot per cloud; failures are in the result, not raised."""
     if len({src.cloud for src in sources}) != len(sources):
         raise ValueError("refresh() takes at most one source per cloud")
@@ -192,15 +222,17 @@ def refresh(sources: Sequence[PriceSource], catalog: Catalog, gpus: Collection[s
             fut: Future[tuple[FetchResult, datetime, float]] = Future()
             try:
                 fut.set_result(run.fetch(src, ctx))
-            except Exception as exc:   # becomes the outcome's error
+            except Exception as exc:  # becomes the outcome's error
                 fut.set_exception(exc)
             outcomes[i] = run.done(src, ctx, fut)
         return RefreshResult(tuple(outcomes.values()), time.monotonic() - started)
     requests = ThreadPoolExecutor(max_workers, thread_name_prefix="gpuprov-request")
     per_source = ThreadPoolExecutor(max(1, len(sources)), thread_name_prefix="gpuprov-source")
     try:
-        ctxs = [FetchContext(src.cloud, src.name, executor=requests, progress=progress, deadline=deadline)
-                for src in sources]
+        ctxs = [
+            FetchContext(src.cloud, src.name, executor=requests, progress=progress, deadline=deadline)
+            for src in sources
+        ]
         pending = {per_source.submit(run.fetch, src, ctxs[i]): i for i, src in enumerate(sources)}
         while pending:
             finished, _ = wait(pending, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_COMPLETED)

@@ -31,12 +31,41 @@ from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus
 
-AWS_HEADER = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
-              "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone")
-GCP_HEADER = ("InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "AcceleratorCount",
-              "GpuInfo", "Region", "AvailabilityZone", "Price", "SpotPrice")
-AZURE_HEADER = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
-                "GpuInfo", "Price", "SpotPrice", "Region")
+AWS_HEADER = (
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "GpuInfo",
+    "Price",
+    "SpotPrice",
+    "Region",
+    "AvailabilityZone",
+)
+GCP_HEADER = (
+    "InstanceType",
+    "vCPUs",
+    "MemoryGiB",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "GpuInfo",
+    "Region",
+    "AvailabilityZone",
+    "Price",
+    "SpotPrice",
+)
+AZURE_HEADER = (
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "GpuInfo",
+    "Price",
+    "SpotPrice",
+    "Region",
+)
 
 
 @dataclass
@@ -136,8 +165,9 @@ def _pair(od: Decimal | None, spot: Decimal | None, report: ParseReport) -> list
     return out
 
 
-def _per_row(rows: Iterable[_Row], origin: str, report: ParseReport, cloud: Cloud,
-             zone_column: str | None) -> Iterator[Offer]:
+def _per_row(
+    rows: Iterable[_Row], origin: str, report: ParseReport, cloud: Cloud, zone_column: str | None
+) -> Iterator[Offer]:
     """AWS and Azure rows: one instance type with its GPUs, priced per zone (AWS) or region (Azure)."""
     for row in rows:
         gpu = _gpu(row, report)
@@ -149,10 +179,16 @@ def _per_row(rows: Iterable[_Row], origin: str, report: ParseReport, cloud: Clou
         for market, price in _pair(od, spot, report):
             report.offers += 1
             yield Offer(
-                cloud=cloud, region=row.get("Region"), zone=(row.get(zone_column) or None) if zone_column else None,
-                instance_type=row.get("InstanceType"), gpu=name, gpus_per_instance=count,
-                gpu_memory_gib=gpus.memory_gib(name), vcpus=int(row.number("vCPUs", origin)),
-                memory_gib=row.quantity("MemoryGiB", origin), market=market,
+                cloud=cloud,
+                region=row.get("Region"),
+                zone=(row.get(zone_column) or None) if zone_column else None,
+                instance_type=row.get("InstanceType"),
+                gpu=name,
+                gpus_per_instance=count,
+                gpu_memory_gib=gpus.memory_gib(name),
+                vcpus=int(row.number("vCPUs", origin)),
+                memory_gib=row.quantity("MemoryGiB", origin),
+                market=market,
                 hourly_usd=price,
             )
 
@@ -210,8 +246,7 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         else:
             report.skip("neither a host nor an accelerator")
 
-    def emit(host: _Row, accel: _Row, accel_name: str, count: int,
-             interconnect: str | None) -> Iterator[Offer]:
+    def emit(host: _Row, accel: _Row, accel_name: str, count: int, interconnect: str | None) -> Iterator[Offer]:
         try:
             name = gpus.canonical(accel_name)
         except UnknownGpuError:
@@ -224,11 +259,18 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         for market, price in _pair(od, spot, report):
             report.offers += 1
             yield Offer(
-                cloud=Cloud.GCP, region=host.get("Region"), zone=host.get("AvailabilityZone"),
-                instance_type=host.get("InstanceType"), gpu=name, gpus_per_instance=count,
-                gpu_memory_gib=gpus.memory_gib(name), vcpus=int(host.number("vCPUs", origin)),
-                memory_gib=host.quantity("MemoryGiB", origin), market=market,
-                hourly_usd=price, interconnect=interconnect,
+                cloud=Cloud.GCP,
+                region=host.get("Region"),
+                zone=host.get("AvailabilityZone"),
+                instance_type=host.get("InstanceType"),
+                gpu=name,
+                gpus_per_instance=count,
+                gpu_memory_gib=gpus.memory_gib(name),
+                vcpus=int(host.number("vCPUs", origin)),
+                memory_gib=host.quantity("MemoryGiB", origin),
+                market=market,
+                hourly_usd=price,
+                interconnect=interconnect,
             )
 
     used_accels: set[tuple[str, str, int]] = set()
@@ -255,8 +297,9 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         yield from emit(n1_host, attached, accel_name, n, None)
 
 
-def parse(lines: Iterable[str], origin: str, report: ParseReport,
-          cloud: Cloud | None = None) -> tuple[Cloud, list[Offer]]:
+def parse(
+    lines: Iterable[str], origin: str, report: ParseReport, cloud: Cloud | None = None
+) -> tuple[Cloud, list[Offer]]:
     """Parse one SkyPilot v8 vms.csv (any cloud's layout) into offers."""
     header, rows = read_rows(lines, origin)
     found = detect_cloud(header, origin)

@@ -37,7 +37,13 @@ def load_bundled() -> list[BundledSnapshot]:
     out = []
     for snap in meta["snapshots"]:
         cloud = Cloud(snap["cloud"])
-        out.append(BundledSnapshot(
-            cloud=cloud, source=snap["source"], as_of=datetime.fromisoformat(snap["as_of"]),
-            note=snap["note"], offers=tuple(o for o in offers if o.cloud == cloud)))
+        out.append(
+            BundledSnapshot(
+                cloud=cloud,
+                source=snap["source"],
+                as_of=datetime.fromisoformat(snap["as_of"]),
+                note=snap["note"],
+                offers=tuple(o for o in offers if o.cloud == cloud),
+            )
+        )
     return out

@@ -58,12 +58,12 @@ def price_problem(price: Decimal | None, currency: str = "USD") -> str | None:
 
 
 def _pool(offer: Offer, zone: str | None) -> tuple[str, str, str, str, str, int]:
-    return (offer.cloud.value, offer.region, zone or "", offer.instance_type, offer.gpu,
-            offer.gpus_per_instance)
+    return (offer.cloud.value, offer.region, zone or "", offer.instance_type, offer.gpu, offer.gpus_per_instance)
 
 
-def check_offers(offers: Iterable[Offer],
-                 spot_factor: Decimal = DEFAULT_SPOT_FACTOR) -> tuple[list[Offer], Counter[str]]:
+def check_offers(
+    offers: Iterable[Offer], spot_factor: Decimal = DEFAULT_SPOT_FACTOR
+) -> tuple[list[Offer], Counter[str]]:
     """The offers that may be stored, and the others counted by reason (order is kept)."""
     skipped: Counter[str] = Counter()
     good: list[Offer] = []

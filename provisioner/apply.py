@@ -29,11 +29,20 @@ Pool = tuple[str, str, str, str, str, str]
 
 
 class Journal(Protocol):
-    def begin(self, owner: str, plan_id: str, op: str, token: str, pool: Sequence[str], when: datetime,
-              instance_id: str | None = None) -> int: ...
+    def begin(
+        self,
+        owner: str,
+        plan_id: str,
+        op: str,
+        token: str,
+        pool: Sequence[str],
+        when: datetime,
+        instance_id: str | None = None,
+    ) -> int: ...
 
-    def finish(self, entry_id: int, when: datetime, instance_id: str | None = None,
-               error: str | None = None) -> None: ...
+    def finish(
+        self, entry_id: int, when: datetime, instance_id: str | None = None, error: str | None = None
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,8 +93,14 @@ def wanted(doc: PlanDocument, slot: int) -> dict[Pool, Want]:
         n = a.instances_by_slot[slot % len(a.instances_by_slot)]
         pool: Pool = a.pool
         prev = out.get(pool)
-        out[pool] = Want(pool, n + (prev.count if prev else 0), a.unit_hourly_usd,
-                         doc.is_gang(a.workload), a.gpu, a.gpus_per_instance)
+        out[pool] = Want(
+            pool,
+            n + (prev.count if prev else 0),
+            a.unit_hourly_usd,
+            doc.is_gang(a.workload),
+            a.gpu,
+            a.gpus_per_instance,
+        )
     return out
 
 
@@ -98,8 +113,13 @@ def unit_prices(docs: Sequence[PlanDocument]) -> dict[Pool, Decimal]:
     return out
 
 
-def diff(doc: PlanDocument, slot: int, actual: Sequence[InstanceHandle], owner: str,
-         known_prices: Mapping[Pool, Decimal] | None = None) -> Diff:
+def diff(
+    doc: PlanDocument,
+    slot: int,
+    actual: Sequence[InstanceHandle],
+    owner: str,
+    known_prices: Mapping[Pool, Decimal] | None = None,
+) -> Diff:
     """``known_prices`` prices the running instances of pools this plan does not name (from the
     plans that launched them), so the budget guard sees what they cost while they still run."""
     plan_id = doc.plan_id
@@ -116,8 +136,10 @@ def diff(doc: PlanDocument, slot: int, actual: Sequence[InstanceHandle], owner: 
         tokens = [launch_token(plan_id, pool, k, owner) for k in range(count)]
         rank = {t: k for k, t in enumerate(tokens)}
         # keep this plan's own instances first (lowest index first), then the oldest others
-        mine = sorted(have.get(pool, []), key=lambda h: (h.token not in rank, rank.get(h.token, 0),
-                                                         h.launched_at or datetime.max, h.instance_id))
+        mine = sorted(
+            have.get(pool, []),
+            key=lambda h: (h.token not in rank, rank.get(h.token, 0), h.launched_at or datetime.max, h.instance_id),
+        )
         result.keep += mine[:count]
         result.terminate += mine[count:]
         used = {h.token for h in mine[:count]}
@@ -125,11 +147,22 @@ def diff(doc: PlanDocument, slot: int, actual: Sequence[InstanceHandle], owner: 
         free = [t for t in tokens if t not in used][:missing]
         cloud, region, zone, itype, market, workload = pool
         for token in free:
-            result.launch.append(LaunchRequest(
-                cloud=Cloud(cloud), region=region, zone=zone or None, instance_type=itype, market=Market(market),
-                token=token, owner=owner, plan_id=plan_id, workload=workload,
-                placement_group=f"gpuprov-{owner}-{workload}-{zone or region}" if w and w.gang else None,
-                gpu=w.gpu if w else None, gpus=w.gpus if w else 0))
+            result.launch.append(
+                LaunchRequest(
+                    cloud=Cloud(cloud),
+                    region=region,
+                    zone=zone or None,
+                    instance_type=itype,
+                    market=Market(market),
+                    token=token,
+                    owner=owner,
+                    plan_id=plan_id,
+                    workload=workload,
+                    placement_group=f"gpuprov-{owner}-{workload}-{zone or region}" if w and w.gang else None,
+                    gpu=w.gpu if w else None,
+                    gpus=w.gpus if w else 0,
+                )
+            )
     return result
 
 
@@ -143,9 +176,11 @@ def check_guards(d: Diff, budget_per_hour: Decimal | None, max_launch: int) -> b
     """Refuse a diff that breaks a guard; say whether it must break before it makes
     (terminate first) to stay under the budget while both old and new run."""
     if len(d.launch) > max_launch:
-        raise GuardError(f"the plan would launch {len(d.launch)} instances, more than the "
-                         f"circuit breaker allows in one run ({max_launch})",
-                         hint="raise --max-launch if that is intended")
+        raise GuardError(
+            f"the plan would launch {len(d.launch)} instances, more than the "
+            f"circuit breaker allows in one run ({max_launch})",
+            hint="raise --max-launch if that is intended",
+        )
     if budget_per_hour is None:
         return False
     if d.hourly_after > budget_per_hour:
@@ -154,11 +189,18 @@ def check_guards(d: Diff, budget_per_hour: Decimal | None, max_launch: int) -> b
     return transient > budget_per_hour
 
 
-def execute(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
-            clock: Callable[[], datetime], budget_per_hour: Decimal | None = None, max_launch: int = 100,
-            fault: Callable[[str, int], None] | None = None,
-            progress: Callable[[str, Any], None] | None = None,
-            before_call: Callable[[], None] | None = None) -> Outcome:
+def execute(
+    d: Diff,
+    drivers: Mapping[Cloud, Driver],
+    journal: Journal,
+    owner: str,
+    clock: Callable[[], datetime],
+    budget_per_hour: Decimal | None = None,
+    max_launch: int = 100,
+    fault: Callable[[str, int], None] | None = None,
+    progress: Callable[[str, Any], None] | None = None,
+    before_call: Callable[[], None] | None = None,
+) -> Outcome:
     """Make the calls of a diff: launch, then terminate (make before break) unless the budget
     needs the old instances gone first. CapacityError and friends propagate after their
     journal row is closed, with everything done so far kept. ``before_call`` runs before
@@ -171,9 +213,17 @@ def execute(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: s
     return out
 
 
-def _launch_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
-                clock: Callable[[], datetime], out: Outcome, fault: Callable[[str, int], None] | None,
-                progress: Callable[[str, Any], None] | None, before_call: Callable[[], None] | None) -> None:
+def _launch_all(
+    d: Diff,
+    drivers: Mapping[Cloud, Driver],
+    journal: Journal,
+    owner: str,
+    clock: Callable[[], datetime],
+    out: Outcome,
+    fault: Callable[[str, int], None] | None,
+    progress: Callable[[str, Any], None] | None,
+    before_call: Callable[[], None] | None,
+) -> None:
     for req in d.launch:
         driver = _driver(drivers, req.cloud)
         if before_call:
@@ -194,20 +244,29 @@ def _launch_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owne
             progress("launched", handle)
 
 
-def _terminate_all(d: Diff, drivers: Mapping[Cloud, Driver], journal: Journal, owner: str,
-                   clock: Callable[[], datetime], out: Outcome, fault: Callable[[str, int], None] | None,
-                   progress: Callable[[str, Any], None] | None, before_call: Callable[[], None] | None) -> None:
+def _terminate_all(
+    d: Diff,
+    drivers: Mapping[Cloud, Driver],
+    journal: Journal,
+    owner: str,
+    clock: Callable[[], datetime],
+    out: Outcome,
+    fault: Callable[[str, int], None] | None,
+    progress: Callable[[str, Any], None] | None,
+    before_call: Callable[[], None] | None,
+) -> None:
     by_cloud: dict[Cloud, list[InstanceHandle]] = defaultdict(list)
     for h in d.terminate:
         by_cloud[h.cloud].append(h)
     for cloud, handles in sorted(by_cloud.items()):
         driver = _driver(drivers, cloud)
         for start in range(0, len(handles), 200):
-            batch = handles[start:start + 200]
+            batch = handles[start : start + 200]
             if before_call:
                 before_call()
-            entries = [journal.begin(owner, d.plan_id, "terminate", h.token, h.pool, clock(), h.instance_id)
-                       for h in batch]
+            entries = [
+                journal.begin(owner, d.plan_id, "terminate", h.token, h.pool, clock(), h.instance_id) for h in batch
+            ]
             try:
                 driver.terminate([h.instance_id for h in batch])
             except ProvisioningError as exc:

@@ -21,10 +21,11 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Protocol
 
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, InstanceHandle, Market
+
+__all__ = ["TAGS", "Driver", "InstanceHandle", "LaunchRequest", "TagFields", "launch_token", "read_tags"]
 
 OWNER_TAG = "gpuprov-owner"
 PLAN_TAG = "gpuprov-plan"
@@ -49,36 +50,20 @@ class LaunchRequest:
     plan_id: str
     workload: str
     image: str | None = None
-    placement_group: str | None = None        # a training gang's cluster placement group
+    placement_group: str | None = None  # a training gang's cluster placement group
     extra_tags: dict[str, str] = field(default_factory=dict)
-    gpu: str | None = None                    # canonical GPU name and count, for clouds where GPUs
-    gpus: int = 0                             # are attached to a host type (GCP n1 + T4/V100/P4/P100)
+    gpu: str | None = None  # canonical GPU name and count, for clouds where GPUs
+    gpus: int = 0  # are attached to a host type (GCP n1 + T4/V100/P4/P100)
 
     def tags(self) -> dict[str, str]:
-        return {**self.extra_tags, OWNER_TAG: self.owner, PLAN_TAG: self.plan_id, TOKEN_TAG: self.token,
-                WORKLOAD_TAG: self.workload, MARKET_TAG: self.market.value}
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceHandle:
-    cloud: Cloud
-    instance_id: str
-    region: str
-    zone: str | None
-    instance_type: str
-    market: Market
-    state: str
-    owner: str
-    plan_id: str
-    token: str
-    workload: str
-    launched_at: datetime | None = None
-    problem: str | None = None                # gpuprov tags that did not parse (the instance is still owned)
-
-    @property
-    def pool(self) -> tuple[str, str, str, str, str, str]:
-        """What makes instances interchangeable: cloud, region, zone, type, market, workload."""
-        return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload)
+        return {
+            **self.extra_tags,
+            OWNER_TAG: self.owner,
+            PLAN_TAG: self.plan_id,
+            TOKEN_TAG: self.token,
+            WORKLOAD_TAG: self.workload,
+            MARKET_TAG: self.market.value,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +101,14 @@ def read_tags(tags: Mapping[str, str], fallback_market: Market) -> TagFields:
         bad.append(MARKET_TAG)
         market = fallback_market
     owner = tags.get(OWNER_TAG, "")
-    return TagFields(owner=owner if isinstance(owner, str) else "", plan_id=plan_id, token=token,
-                     workload=workload, market=market,
-                     problem=f"unreadable tags: {', '.join(bad)}" if bad else None)
+    return TagFields(
+        owner=owner if isinstance(owner, str) else "",
+        plan_id=plan_id,
+        token=token,
+        workload=workload,
+        market=market,
+        problem=f"unreadable tags: {', '.join(bad)}" if bad else None,
+    )
 
 
 class Driver(Protocol):

@@ -34,7 +34,7 @@ SNAPSHOTS = {
         "as_of": "2025-12-01T00:00:00+00:00",
         "source": "bundled:skypilot-catalog-v8@00148f2a+vantage@7412fd25",
         "note": "AWS on-demand and spot per AZ id (SkyPilot catalog v8, late 2025); "
-                "1-year standard no-upfront reserved per region (instances.vantage.sh, 2026-01-21)",
+        "1-year standard no-upfront reserved per region (instances.vantage.sh, 2026-01-21)",
     },
     Cloud.GCP: {
         "as_of": "2026-05-20T00:00:00+00:00",
@@ -66,11 +66,21 @@ def aws_reserved(on_demand: list[Offer], report: skypilot.ParseReport) -> list[O
             report.skip("reserved rate for a type without specs")
             continue
         report.offers += 1
-        out.append(Offer(
-            cloud=Cloud.AWS, region=row["Region"], zone=None, instance_type=spec.instance_type,
-            gpu=spec.gpu, gpus_per_instance=spec.gpus_per_instance,
-            gpu_memory_gib=spec.gpu_memory_gib, vcpus=spec.vcpus, memory_gib=spec.memory_gib,
-            market=Market.RESERVED_1Y, hourly_usd=Decimal(row["Reserved1y"])))
+        out.append(
+            Offer(
+                cloud=Cloud.AWS,
+                region=row["Region"],
+                zone=None,
+                instance_type=spec.instance_type,
+                gpu=spec.gpu,
+                gpus_per_instance=spec.gpus_per_instance,
+                gpu_memory_gib=spec.gpu_memory_gib,
+                vcpus=spec.vcpus,
+                memory_gib=spec.memory_gib,
+                market=Market.RESERVED_1Y,
+                hourly_usd=Decimal(row["Reserved1y"]),
+            )
+        )
     return out
 
 
@@ -96,9 +106,9 @@ def build() -> tuple[bytes, bytes, dict[str, skypilot.ParseReport]]:
     buf = io.StringIO()
     write_offers(offers, buf)
     blob = gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)
-    meta = {"snapshots": [
-        {"cloud": c.value, **SNAPSHOTS[c], "rows": sum(1 for o in offers if o.cloud == c)}
-        for c in Cloud]}
+    meta = {
+        "snapshots": [{"cloud": c.value, **SNAPSHOTS[c], "rows": sum(1 for o in offers if o.cloud == c)} for c in Cloud]
+    }
     return blob, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode(), reports
 
 

@@ -35,28 +35,34 @@ LATEST = "$Latest"
 def render(plan: PlanDoc) -> CloudDoc:
     groups = plan.groups("aws")
     regions = sorted({g.region for g in groups})
-    doc = CloudDoc(provider={"aws": {"region": regions[0],
-                                     "default_tags": {"tags": {"managed-by": "gpuprov"}}}})
+    doc = CloudDoc(provider={"aws": {"region": regions[0], "default_tags": {"tags": {"managed-by": "gpuprov"}}}})
     for region in regions:
         r = ident(region)
         doc.variables[f"aws_image_id_{r}"] = variable(
-            "string", f"AMI ID for the GPU instances in {region} (AMIs are regional)")
+            "string", f"AMI ID for the GPU instances in {region} (AMIs are regional)"
+        )
         doc.variables[f"aws_security_group_ids_{r}"] = variable(
-            "list(string)", f"Security group IDs for the instances in {region} (empty: the VPC default)", [])
+            "list(string)", f"Security group IDs for the instances in {region} (empty: the VPC default)", []
+        )
     doc.variables["aws_key_name"] = variable("string", "EC2 key pair name for SSH access (null: none)", None)
     for g in groups:
         _group(plan, g, doc)
     doc.outputs["aws_autoscaling_groups"] = output(
         {g.label: interp(f"aws_autoscaling_group.{g.label}.name") for g in groups},
-        "Auto Scaling group name per gpuprov scaling group")
+        "Auto Scaling group name per gpuprov scaling group",
+    )
     doc.outputs["aws_reserved_instances"] = output(
         [reserved_entry(a, g.label) for g in groups for a in g.reserved],
-        "Reserved instances the plan assumes (a billing commitment to buy separately, not a resource)")
+        "Reserved instances the plan assumes (a billing commitment to buy separately, not a resource)",
+    )
     if "aws_ec2_capacity_reservation" in doc.resources:
         doc.outputs["aws_capacity_reservation_ids"] = output(
-            {k: interp(f"aws_ec2_capacity_reservation.{k}.id")
-             for k in sorted(doc.resources["aws_ec2_capacity_reservation"])},
-            "Capacity reservations holding the reserved instances' capacity")
+            {
+                k: interp(f"aws_ec2_capacity_reservation.{k}.id")
+                for k in sorted(doc.resources["aws_ec2_capacity_reservation"])
+            },
+            "Capacity reservations holding the reserved instances' capacity",
+        )
     return doc
 
 
@@ -67,14 +73,18 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
     def units(a_gpus: int) -> int:
         return a_gpus if weighted else 1
 
-    cap = tuple(sum(units(a.gpus_per_instance) * a.instances_by_slot[t] for a in g.allocations)
-                for t in range(slots))
-    od = tuple(sum(units(a.gpus_per_instance) * a.instances_by_slot[t] for a in g.allocations if not a.spot)
-               for t in range(slots))
+    cap = tuple(sum(units(a.gpus_per_instance) * a.instances_by_slot[t] for a in g.allocations) for t in range(slots))
+    od = tuple(
+        sum(units(a.gpus_per_instance) * a.instances_by_slot[t] for a in g.allocations if not a.spot)
+        for t in range(slots)
+    )
     types = g.instance_types
     single_spot = all(a.spot for a in g.allocations) and len(types) == 1
-    tags = {"Name": named("name_prefix", g.workload, g.location),
-            "gpuprov:group": g.label, "gpuprov:workload": g.workload}
+    tags = {
+        "Name": named("name_prefix", g.workload, g.location),
+        "gpuprov:group": g.label,
+        "gpuprov:workload": g.workload,
+    }
 
     lt_names = {}
     for itype in types:
@@ -83,13 +93,23 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
         doc.add("aws_launch_template", lt, _launch_template(g, itype, tags, spot=single_spot))
 
     if g.gang:
-        doc.add("aws_placement_group", g.label, {
-            "name": named("name_prefix", g.workload, g.location), "region": g.region,
-            "strategy": "cluster", "tags": tags})
+        doc.add(
+            "aws_placement_group",
+            g.label,
+            {
+                "name": named("name_prefix", g.workload, g.location),
+                "region": g.region,
+                "strategy": "cluster",
+                "tags": tags,
+            },
+        )
 
     asg: dict[str, Any] = {
-        "name": named("name_prefix", g.workload, g.location), "region": g.region,
-        "min_size": min(cap), "max_size": max(cap), "desired_capacity": cap[0],
+        "name": named("name_prefix", g.workload, g.location),
+        "region": g.region,
+        "min_size": min(cap),
+        "max_size": max(cap),
+        "desired_capacity": cap[0],
         "vpc_zone_identifier": _subnets(g, doc),
         "capacity_rebalance": any(a.spot for a in g.allocations),
         "tag": [{"key": k, "value": v, "propagate_at_launch": True} for k, v in sorted(tags.items())],
@@ -97,8 +117,7 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
     if g.gang:
         asg["placement_group"] = interp(f"aws_placement_group.{g.label}.name")
     if single_spot:
-        asg["launch_template"] = {"id": interp(f"aws_launch_template.{lt_names[types[0]]}.id"),
-                                  "version": LATEST}
+        asg["launch_template"] = {"id": interp(f"aws_launch_template.{lt_names[types[0]]}.id"), "version": LATEST}
     else:
         base = min(od)
         above = sum(c - base for c in cap)
@@ -114,7 +133,8 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
             "launch_template": {
                 "launch_template_specification": {
                     "launch_template_id": interp(f"aws_launch_template.{lt_names[types[0]]}.id"),
-                    "version": LATEST},
+                    "version": LATEST,
+                },
                 "override": [_override(t, lt_names[t], str(gpus[t]) if weighted else None) for t in types],
             },
         }
@@ -124,12 +144,20 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
     doc.add("aws_autoscaling_group", g.label, asg)
 
     for w in windows:
-        doc.add("aws_autoscaling_schedule", ident(g.label, w.name), {
-            "autoscaling_group_name": interp(f"aws_autoscaling_group.{g.label}.name"),
-            "scheduled_action_name": w.name, "region": g.region,
-            "recurrence": cron(w.start_slot, plan.slot_origin), "time_zone": plan.timezone,
-            "desired_capacity": cap[w.start_slot], "min_size": min(cap), "max_size": max(cap),
-        })
+        doc.add(
+            "aws_autoscaling_schedule",
+            ident(g.label, w.name),
+            {
+                "autoscaling_group_name": interp(f"aws_autoscaling_group.{g.label}.name"),
+                "scheduled_action_name": w.name,
+                "region": g.region,
+                "recurrence": cron(w.start_slot, plan.slot_origin),
+                "time_zone": plan.timezone,
+                "desired_capacity": cap[w.start_slot],
+                "min_size": min(cap),
+                "max_size": max(cap),
+            },
+        )
 
     if plan.capacity_reservation:
         for a in g.reserved:
@@ -138,21 +166,33 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
                 continue  # a regional reservation in a regional group: nowhere to hold capacity
             zvar = f"aws_availability_zone_{ident(zone)}"
             doc.variables[zvar] = variable(
-                "string", f"Name of the availability zone whose ID is {zone} in your account "
-                          "(zone names are per-account aliases of zone IDs)")
-            doc.add("aws_ec2_capacity_reservation", ident(g.label, a.instance_type, a.market), {
-                "availability_zone": interp(f"var.{zvar}"), "region": a.region,
-                "instance_type": a.instance_type, "instance_count": a.instances,
-                "instance_platform": "Linux/UNIX", "instance_match_criteria": "open",
-                "end_date_type": "unlimited", "tags": tags,
-            })
+                "string",
+                f"Name of the availability zone whose ID is {zone} in your account "
+                "(zone names are per-account aliases of zone IDs)",
+            )
+            doc.add(
+                "aws_ec2_capacity_reservation",
+                ident(g.label, a.instance_type, a.market),
+                {
+                    "availability_zone": interp(f"var.{zvar}"),
+                    "region": a.region,
+                    "instance_type": a.instance_type,
+                    "instance_count": a.instances,
+                    "instance_platform": "Linux/UNIX",
+                    "instance_match_criteria": "open",
+                    "end_date_type": "unlimited",
+                    "tags": tags,
+                },
+            )
 
 
 def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool) -> dict[str, Any]:
     r = ident(g.region)
     body: dict[str, Any] = {
         "name": named("name_prefix", g.workload, g.location, itype, limit=100),
-        "region": g.region, "image_id": interp(f"var.aws_image_id_{r}"), "instance_type": itype,
+        "region": g.region,
+        "image_id": interp(f"var.aws_image_id_{r}"),
+        "instance_type": itype,
         "key_name": interp("var.aws_key_name"),
         "vpc_security_group_ids": interp(f"var.aws_security_group_ids_{r}"),
         "update_default_version": True,
@@ -171,8 +211,10 @@ def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool) 
 def _override(itype: str, lt: str, weight: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "instance_type": itype,
-        "launch_template_specification": {"launch_template_id": interp(f"aws_launch_template.{lt}.id"),
-                                          "version": LATEST},
+        "launch_template_specification": {
+            "launch_template_id": interp(f"aws_launch_template.{lt}.id"),
+            "version": LATEST,
+        },
     }
     if weight is not None:
         out["weighted_capacity"] = weight

@@ -28,29 +28,43 @@ DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2
 def render(plan: PlanDoc) -> CloudDoc:
     groups = plan.groups("azure")
     regions = sorted({g.region for g in groups})
-    doc = CloudDoc(provider={"azurerm": {"features": {},
-                                         "subscription_id": interp("var.azure_subscription_id")}},
-                   shared_variables={"ssh_username", "ssh_public_key"})
+    doc = CloudDoc(
+        provider={"azurerm": {"features": {}, "subscription_id": interp("var.azure_subscription_id")}},
+        shared_variables={"ssh_username", "ssh_public_key"},
+    )
     doc.variables["azure_subscription_id"] = variable("string", "Azure subscription ID")
     doc.variables["azure_resource_group_location"] = variable(
-        "string", "Location of the resource group holding the scale sets", regions[0])
+        "string", "Location of the resource group holding the scale sets", regions[0]
+    )
     doc.variables["azure_image"] = variable(
         "object({publisher = string, offer = string, sku = string, version = string})",
-        "Marketplace image for the VMs (default: Azure HPC Ubuntu 22.04 with GPU drivers)", DEFAULT_IMAGE)
+        "Marketplace image for the VMs (default: Azure HPC Ubuntu 22.04 with GPU drivers)",
+        DEFAULT_IMAGE,
+    )
     for region in regions:
         doc.variables[f"azure_subnet_id_{ident(region)}"] = variable(
-            "string", f"Subnet resource ID in {region} for the scale sets' network interfaces")
+            "string", f"Subnet resource ID in {region} for the scale sets' network interfaces"
+        )
     windows = plan.schedule_windows()
     if len(windows) > MAX_PROFILES:
         raise PlanFormatError(f"Azure autoscale allows {MAX_PROFILES} profiles; the plan has {len(windows)} windows")
-    doc.add("azurerm_resource_group", "gpuprov", {
-        "name": named("name_prefix", "gpu"), "location": interp("var.azure_resource_group_location")})
+    doc.add(
+        "azurerm_resource_group",
+        "gpuprov",
+        {"name": named("name_prefix", "gpu"), "location": interp("var.azure_resource_group_location")},
+    )
     sets: dict[str, str] = {}
     for g in groups:
         if g.gang:
-            doc.add("azurerm_proximity_placement_group", g.label, {
-                "name": named("name_prefix", g.workload, g.region), "location": g.region,
-                "resource_group_name": interp(f"{RG}.name")})
+            doc.add(
+                "azurerm_proximity_placement_group",
+                g.label,
+                {
+                    "name": named("name_prefix", g.workload, g.region),
+                    "location": g.region,
+                    "resource_group_name": interp(f"{RG}.name"),
+                },
+            )
         for tpl in g.templates():
             name = ident(g.label, tpl.instance_type, tpl.market_tag)
             _scale_set(plan, g, tpl, name, doc)
@@ -58,7 +72,8 @@ def render(plan: PlanDoc) -> CloudDoc:
     doc.outputs["azure_scale_sets"] = output(sets, "Scale set name per gpuprov template")
     doc.outputs["azure_reserved_instances"] = output(
         [reserved_entry(a, g.label) for g in groups for a in g.reserved],
-        "Reserved VM instances the plan assumes (a billing commitment to buy separately, not a resource)")
+        "Reserved VM instances the plan assumes (a billing commitment to buy separately, not a resource)",
+    )
     return doc
 
 
@@ -67,18 +82,26 @@ def _scale_set(plan: PlanDoc, g: Group, tpl: Template, name: str, doc: CloudDoc)
     windows = plan.schedule_windows()
     vmss: dict[str, Any] = {
         "name": named("name_prefix", g.workload, g.region, tpl.instance_type, tpl.market_tag),
-        "resource_group_name": interp(f"{RG}.name"), "location": g.region,
-        "sku": tpl.instance_type, "instances": cap[0],
+        "resource_group_name": interp(f"{RG}.name"),
+        "location": g.region,
+        "sku": tpl.instance_type,
+        "instances": cap[0],
         "admin_username": interp("var.ssh_username"),
         "admin_ssh_key": {"username": interp("var.ssh_username"), "public_key": interp("var.ssh_public_key")},
         "disable_password_authentication": True,
         "source_image_reference": {k: interp(f"var.azure_image.{k}") for k in sorted(DEFAULT_IMAGE)},
         "os_disk": {"caching": "ReadWrite", "storage_account_type": "Premium_LRS"},
         "network_interface": {
-            "name": "primary", "primary": True,
-            "ip_configuration": {"name": "internal", "primary": True,
-                                 "subnet_id": interp(f"var.azure_subnet_id_{ident(g.region)}")}},
-        "overprovision": False, "upgrade_mode": "Manual",
+            "name": "primary",
+            "primary": True,
+            "ip_configuration": {
+                "name": "internal",
+                "primary": True,
+                "subnet_id": interp(f"var.azure_subnet_id_{ident(g.region)}"),
+            },
+        },
+        "overprovision": False,
+        "upgrade_mode": "Manual",
         "priority": "Spot" if tpl.spot else "Regular",
         "tags": {"gpuprov-group": g.label, "gpuprov-workload": g.workload},
     }
@@ -97,15 +120,26 @@ def _scale_set(plan: PlanDoc, g: Group, tpl: Template, name: str, doc: CloudDoc)
     for w in windows:
         rec = azure_recurrence(w.start_slot, plan.slot_origin, plan.timezone)
         n = cap[w.start_slot]
-        profiles.append({
-            "name": w.name,
-            "capacity": {"default": n, "minimum": n, "maximum": n},
-            "recurrence": {"timezone": rec.timezone, "days": list(rec.days),
-                           "hours": [rec.hour], "minutes": [rec.minute]},
-        })
-    doc.add("azurerm_monitor_autoscale_setting", name, {
-        "name": named("name_prefix", g.workload, g.region, slug(tpl.instance_type), tpl.market_tag),
-        "resource_group_name": interp(f"{RG}.name"), "location": g.region,
-        "target_resource_id": interp(f"azurerm_linux_virtual_machine_scale_set.{name}.id"),
-        "profile": profiles,
-    })
+        profiles.append(
+            {
+                "name": w.name,
+                "capacity": {"default": n, "minimum": n, "maximum": n},
+                "recurrence": {
+                    "timezone": rec.timezone,
+                    "days": list(rec.days),
+                    "hours": [rec.hour],
+                    "minutes": [rec.minute],
+                },
+            }
+        )
+    doc.add(
+        "azurerm_monitor_autoscale_setting",
+        name,
+        {
+            "name": named("name_prefix", g.workload, g.region, slug(tpl.instance_type), tpl.market_tag),
+            "resource_group_name": interp(f"{RG}.name"),
+            "location": g.region,
+            "target_resource_id": interp(f"azurerm_linux_virtual_machine_scale_set.{name}.id"),
+            "profile": profiles,
+        },
+    )

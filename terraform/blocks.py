@@ -29,8 +29,15 @@ def money(value: Decimal) -> float:
 
 def reserved_entry(a: Allocation, group: str | None) -> dict[str, Any]:
     """One reservation as listed in outputs: a billing commitment, not a resource."""
-    return {"region": a.region, "zone": a.zone, "instance_type": a.instance_type, "market": a.market,
-            "instances": a.instances, "unit_hourly_usd": money(a.unit_hourly_usd), "runs_in_group": group}
+    return {
+        "region": a.region,
+        "zone": a.zone,
+        "instance_type": a.instance_type,
+        "market": a.market,
+        "instances": a.instances,
+        "unit_hourly_usd": money(a.unit_hourly_usd),
+        "runs_in_group": group,
+    }
 
 
 @dataclass

@@ -22,15 +22,27 @@ from terraform.schedule import cron, window_hours
 
 # Machine-family prefixes whose GPUs are fixed by the machine type, then GPUs by model (N1 hosts).
 ACCELERATOR_BY_MACHINE = (
-    ("a2-highgpu-", "nvidia-tesla-a100"), ("a2-megagpu-", "nvidia-tesla-a100"),
-    ("a2-ultragpu-", "nvidia-a100-80gb"), ("a3-megagpu-", "nvidia-h100-mega-80gb"),
-    ("a3-highgpu-", "nvidia-h100-80gb"), ("a3-edgegpu-", "nvidia-h100-80gb"),
-    ("a3-ultragpu-", "nvidia-h200-141gb"), ("a4-highgpu-", "nvidia-b200"), ("g2-", "nvidia-l4"),
+    ("a2-highgpu-", "nvidia-tesla-a100"),
+    ("a2-megagpu-", "nvidia-tesla-a100"),
+    ("a2-ultragpu-", "nvidia-a100-80gb"),
+    ("a3-megagpu-", "nvidia-h100-mega-80gb"),
+    ("a3-highgpu-", "nvidia-h100-80gb"),
+    ("a3-edgegpu-", "nvidia-h100-80gb"),
+    ("a3-ultragpu-", "nvidia-h200-141gb"),
+    ("a4-highgpu-", "nvidia-b200"),
+    ("g2-", "nvidia-l4"),
 )
 ACCELERATOR_BY_GPU = {
-    "A100-40GB": "nvidia-tesla-a100", "A100-80GB": "nvidia-a100-80gb", "H100": "nvidia-h100-80gb",
-    "H200": "nvidia-h200-141gb", "B200": "nvidia-b200", "L4": "nvidia-l4", "T4": "nvidia-tesla-t4",
-    "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100", "P4": "nvidia-tesla-p4",
+    "A100-40GB": "nvidia-tesla-a100",
+    "A100-80GB": "nvidia-a100-80gb",
+    "H100": "nvidia-h100-80gb",
+    "H200": "nvidia-h200-141gb",
+    "B200": "nvidia-b200",
+    "L4": "nvidia-l4",
+    "T4": "nvidia-tesla-t4",
+    "V100": "nvidia-tesla-v100",
+    "P100": "nvidia-tesla-p100",
+    "P4": "nvidia-tesla-p4",
     "K80": "nvidia-tesla-k80",
 }
 
@@ -46,17 +58,20 @@ def accelerator_type(machine_type: str, gpu: str) -> str:
 
 def render(plan: PlanDoc) -> CloudDoc:
     groups = plan.groups("gcp")
-    doc = CloudDoc(provider={"google": {"project": interp("var.gcp_project"),
-                                        "default_labels": {"managed-by": "gpuprov"}}},
-                   shared_variables={"ssh_username", "ssh_public_key"})
+    doc = CloudDoc(
+        provider={"google": {"project": interp("var.gcp_project"), "default_labels": {"managed-by": "gpuprov"}}},
+        shared_variables={"ssh_username", "ssh_public_key"},
+    )
     doc.variables["gcp_project"] = variable("string", "GCP project ID to create the instances in")
     doc.variables["gcp_image"] = variable(
-        "string", "Boot image (self link or family, e.g. projects/<p>/global/images/family/<f>) with GPU drivers")
+        "string", "Boot image (self link or family, e.g. projects/<p>/global/images/family/<f>) with GPU drivers"
+    )
     doc.variables["gcp_network"] = variable("string", "VPC network for the instances", "default")
     doc.variables["gcp_boot_disk_size_gb"] = variable("number", "Boot disk size in GB", 200)
     for region in sorted({g.region for g in groups}):
         doc.variables[f"gcp_subnetwork_{ident(region)}"] = variable(
-            "string", f"Subnetwork in {region} (null: the network's auto-mode subnet)", None)
+            "string", f"Subnetwork in {region} (null: the network's auto-mode subnet)", None
+        )
     migs: dict[str, str] = {}
     for g in groups:
         if g.zone is None:
@@ -70,7 +85,8 @@ def render(plan: PlanDoc) -> CloudDoc:
     doc.outputs["gcp_instance_groups"] = output(migs, "Managed instance group per gpuprov template")
     doc.outputs["gcp_committed_use"] = output(
         [reserved_entry(a, g.label if g.zone else None) for g in groups for a in g.reserved],
-        "Committed-use discounts the plan assumes (billing commitments to buy separately)")
+        "Committed-use discounts the plan assumes (billing commitments to buy separately)",
+    )
     return doc
 
 
@@ -82,8 +98,10 @@ def _mig(plan: PlanDoc, g: Group, tpl: Template, name: str, doc: CloudDoc) -> No
         "name": named("name_prefix", g.workload, g.zone or "", tpl.instance_type, tpl.market_tag),
         "base_instance_name": named("name_prefix", g.workload, tpl.instance_type, tpl.market_tag, limit=37),
         "zone": g.zone,
-        "version": {"name": "primary",
-                    "instance_template": interp(f"google_compute_instance_template.{name}.self_link")},
+        "version": {
+            "name": "primary",
+            "instance_template": interp(f"google_compute_instance_template.{name}.self_link"),
+        },
     }
     windows = plan.schedule_windows()
     if not windows:
@@ -91,28 +109,39 @@ def _mig(plan: PlanDoc, g: Group, tpl: Template, name: str, doc: CloudDoc) -> No
         doc.add("google_compute_instance_group_manager", name, mig)
         return
     doc.add("google_compute_instance_group_manager", name, mig)
-    doc.add("google_compute_autoscaler", name, {
-        "name": named("name_prefix", g.workload, g.zone or "", tpl.instance_type, tpl.market_tag),
-        "zone": g.zone,
-        "target": interp(f"google_compute_instance_group_manager.{name}.id"),
-        "autoscaling_policy": {
-            "min_replicas": min(cap), "max_replicas": max(1, *cap), "mode": "ON",
-            "scaling_schedules": [
-                {"name": slug(w.name), "schedule": cron(w.start_slot, plan.slot_origin),
-                 "time_zone": plan.timezone,
-                 "duration_sec": window_hours(w, plan.slot_origin) * 3600,
-                 "min_required_replicas": cap[w.start_slot],
-                 "description": f"gpuprov window {w.name}"}
-                for w in windows],
+    doc.add(
+        "google_compute_autoscaler",
+        name,
+        {
+            "name": named("name_prefix", g.workload, g.zone or "", tpl.instance_type, tpl.market_tag),
+            "zone": g.zone,
+            "target": interp(f"google_compute_instance_group_manager.{name}.id"),
+            "autoscaling_policy": {
+                "min_replicas": min(cap),
+                "max_replicas": max(1, *cap),
+                "mode": "ON",
+                "scaling_schedules": [
+                    {
+                        "name": slug(w.name),
+                        "schedule": cron(w.start_slot, plan.slot_origin),
+                        "time_zone": plan.timezone,
+                        "duration_sec": window_hours(w, plan.slot_origin) * 3600,
+                        "min_required_replicas": cap[w.start_slot],
+                        "description": f"gpuprov window {w.name}",
+                    }
+                    for w in windows
+                ],
+            },
         },
-    })
+    )
 
 
 def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) -> dict[str, Any]:
     scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE"}
     if tpl.spot:
-        scheduling.update(provisioning_model="SPOT", preemptible=True, automatic_restart=False,
-                          instance_termination_action="DELETE")
+        scheduling.update(
+            provisioning_model="SPOT", preemptible=True, automatic_restart=False, instance_termination_action="DELETE"
+        )
     else:
         scheduling.update(provisioning_model="STANDARD", automatic_restart=True)
     return {
@@ -120,12 +149,17 @@ def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) ->
         "machine_type": tpl.instance_type,
         "region": g.region,
         "labels": labels,
-        "disk": {"boot": True, "auto_delete": True, "source_image": interp("var.gcp_image"),
-                 "disk_size_gb": interp("var.gcp_boot_disk_size_gb")},
-        "guest_accelerator": {"type": accelerator_type(tpl.instance_type, plan.gpu),
-                              "count": tpl.gpus_per_instance},
-        "network_interface": {"network": interp("var.gcp_network"),
-                              "subnetwork": interp(f"var.gcp_subnetwork_{ident(g.region)}")},
+        "disk": {
+            "boot": True,
+            "auto_delete": True,
+            "source_image": interp("var.gcp_image"),
+            "disk_size_gb": interp("var.gcp_boot_disk_size_gb"),
+        },
+        "guest_accelerator": {"type": accelerator_type(tpl.instance_type, plan.gpu), "count": tpl.gpus_per_instance},
+        "network_interface": {
+            "network": interp("var.gcp_network"),
+            "subnetwork": interp(f"var.gcp_subnetwork_{ident(g.region)}"),
+        },
         "scheduling": scheduling,
         "metadata": {"ssh-keys": Expr(interp("var.ssh_username") + ":" + interp("var.ssh_public_key"))},
         "lifecycle": {"create_before_destroy": True},

@@ -53,20 +53,28 @@ def module_problems(docs: list[tuple[str, Facts]], schemas: Schemas) -> list[Pro
             out.append(Problem(file, path, f"duplicate {_what(key)} (declared earlier in this file)", "duplicate"))
         for key, path in facts.declared.items():
             if key in declared:
-                out.append(Problem(file, path, f"duplicate {_what(key)} (also declared in {declared[key][0]})",
-                                   "duplicate"))
+                out.append(
+                    Problem(file, path, f"duplicate {_what(key)} (also declared in {declared[key][0]})", "duplicate")
+                )
             else:
                 declared[key] = (file, path)
     blocks = [(file, p) for file, facts in docs for p in facts.required_blocks]
     for file, path in blocks[1:]:
-        out.append(Problem(file, path, f"a module may have only one required_providers block "
-                                       f"(the first is in {blocks[0][0]})", "duplicate"))
+        out.append(
+            Problem(
+                file,
+                path,
+                f"a module may have only one required_providers block (the first is in {blocks[0][0]})",
+                "duplicate",
+            )
+        )
     required = {name for _, facts in docs for name in facts.required}
     for file, facts in docs:
         for provider, path in sorted(facts.used_providers.items()):
             if blocks and provider not in required:
-                out.append(Problem(file, path, f"provider {provider!r} is used but not in required_providers",
-                                   "reference"))
+                out.append(
+                    Problem(file, path, f"provider {provider!r} is used but not in required_providers", "reference")
+                )
         for pref, path in facts.provider_refs:
             name, _, alias = pref.partition(".")
             if alias and ("provider", name, alias) not in declared:
@@ -98,7 +106,11 @@ def _bad_reference(ref: tuple[str, ...], declared: Mapping[tuple[str, ...], Any]
         return ""  # not a resource reference we can judge (e.g. an unknown function-like name)
     if ("resource", rtype, name) not in declared:
         return f"reference to undeclared resource {rtype}.{name}"
-    if block is not None and attr and attr not in block.get("attributes", {}) and attr not in block.get(
-            "block_types", {}):
+    if (
+        block is not None
+        and attr
+        and attr not in block.get("attributes", {})
+        and attr not in block.get("block_types", {})
+    ):
         return f"{rtype} has no attribute {attr!r}{hint(attr, block.get('attributes', {}))}"
     return ""

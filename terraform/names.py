@@ -52,8 +52,10 @@ def escape_literals(value: object) -> object:
     if isinstance(value, str):
         return literal(value)
     if isinstance(value, dict):
-        return {(k if isinstance(k, Expr) else literal(k)) if isinstance(k, str) else k: escape_literals(v)
-                for k, v in value.items()}
+        return {
+            (k if isinstance(k, Expr) else literal(k)) if isinstance(k, str) else k: escape_literals(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [escape_literals(v) for v in value]
     return value

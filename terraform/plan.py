@@ -90,8 +90,9 @@ class Group:
 
     def templates(self) -> tuple[Template, ...]:
         """Distinct (instance type, spot or not): reserved capacity runs as on-demand."""
-        keys = sorted({(a.instance_type, a.spot) for a in self.allocations},
-                      key=lambda k: (k[1], k[0]))  # on-demand first, then spot; by type
+        keys = sorted(
+            {(a.instance_type, a.spot) for a in self.allocations}, key=lambda k: (k[1], k[0])
+        )  # on-demand first, then spot; by type
         out = []
         for itype, spot in keys:
             allocs = tuple(a for a in self.allocations if (a.instance_type, a.spot) == (itype, spot))
@@ -102,10 +103,12 @@ class Group:
     def instance_types(self) -> tuple[str, ...]:
         """Instance types in priority order: reserved ones first (so that on-demand capacity lands
         on the reservation), then other on-demand types, then spot-only types; cheaper first."""
+
         def rank(itype: str) -> tuple[int, Decimal, str]:
             mine = [a for a in self.allocations if a.instance_type == itype]
             kind = 0 if any(a.reserved for a in mine) else 1 if any(not a.spot for a in mine) else 2
             return kind, min(a.unit_hourly_usd for a in mine), itype
+
         return tuple(sorted({a.instance_type for a in self.allocations}, key=rank))
 
     @property
@@ -145,8 +148,7 @@ class PlanDoc:
 
     def monthly_cost_in(self, cloud: str) -> Decimal:
         """Expected monthly cost of one cloud's allocations: 730 × the mean hourly cost over slots."""
-        total = sum((a.unit_hourly_usd * sum(a.instances_by_slot) for a in self.allocations_in(cloud)),
-                    Decimal(0))
+        total = sum((a.unit_hourly_usd * sum(a.instances_by_slot) for a in self.allocations_in(cloud)), Decimal(0))
         return (total / self.horizon_hours * HOURS_PER_MONTH).quantize(Decimal("0.01"))
 
     def is_gang(self, workload: str) -> bool:
@@ -164,10 +166,12 @@ class PlanDoc:
         if self.windows:
             return self.windows
         n = self.horizon_hours
-        starts = sorted({t for a in self.allocations for t in range(n)
-                         if a.instances_by_slot[t] != a.instances_by_slot[t - 1]})
-        return tuple(Window(slot_name(t, self.slot_origin), t, starts[(i + 1) % len(starts)])
-                     for i, t in enumerate(starts))
+        starts = sorted(
+            {t for a in self.allocations for t in range(n) if a.instances_by_slot[t] != a.instances_by_slot[t - 1]}
+        )
+        return tuple(
+            Window(slot_name(t, self.slot_origin), t, starts[(i + 1) % len(starts)]) for i, t in enumerate(starts)
+        )
 
 
 def slot_name(slot: int, origin: str) -> str:
@@ -185,8 +189,10 @@ def group_allocations(plan: PlanDoc, cloud: str) -> tuple[Group, ...]:
     for r in (a for a in allocs if a.reserved):
         key = _match_reserved(plan, r, flex)
         flex.setdefault(key or (r.region, r.zone, r.workload), []).append(r)
-    groups = [Group(cloud, region, zone, workload, plan.is_gang(workload), tuple(members))
-              for (region, zone, workload), members in flex.items()]
+    groups = [
+        Group(cloud, region, zone, workload, plan.is_gang(workload), tuple(members))
+        for (region, zone, workload), members in flex.items()
+    ]
     groups.sort(key=lambda g: (g.region, g.zone or "", g.workload))
     labels = [g.label for g in groups]
     if len(set(labels)) != len(labels):
@@ -194,9 +200,9 @@ def group_allocations(plan: PlanDoc, cloud: str) -> tuple[Group, ...]:
     return tuple(groups)
 
 
-def _match_reserved(plan: PlanDoc, r: Allocation,
-                    groups: Mapping[tuple[str, str | None, str], Sequence[Allocation]]
-                    ) -> tuple[str, str | None, str] | None:
+def _match_reserved(
+    plan: PlanDoc, r: Allocation, groups: Mapping[tuple[str, str | None, str], Sequence[Allocation]]
+) -> tuple[str, str | None, str] | None:
     candidates = []
     for key, members in groups.items():
         region, zone, workload = key
@@ -217,17 +223,31 @@ def read_plan(doc: PlanDocument, capacity_reservation: bool = False) -> PlanDoc:
     """The renderers' view of a validated plan document."""
     if not isinstance(doc, PlanDocument):
         raise PlanFormatError("a plan document (gpuprov.plandoc.PlanDocument) is required")
-    allocations = tuple(sorted(doc.placements(),
-                               key=lambda a: (a.cloud, a.region, a.zone or "", a.workload, a.instance_type,
-                                              a.market, a.instances_by_slot)))
+    allocations = tuple(
+        sorted(
+            doc.placements(),
+            key=lambda a: (a.cloud, a.region, a.zone or "", a.workload, a.instance_type, a.market, a.instances_by_slot),
+        )
+    )
     if not allocations:
         raise PlanFormatError("the plan has no allocations")
-    windows = tuple(Window(w.name, w.start_slot % CYCLE_HOURS[doc.slot_origin],
-                           w.end_slot % CYCLE_HOURS[doc.slot_origin]) for w in doc.windows)
+    windows = tuple(
+        Window(w.name, w.start_slot % CYCLE_HOURS[doc.slot_origin], w.end_slot % CYCLE_HOURS[doc.slot_origin])
+        for w in doc.windows
+    )
     if len({w.ident for w in windows}) != len(windows):
         raise PlanFormatError("window names must stay distinct as Terraform names")
     return PlanDoc(
-        plan_id=doc.plan_id, gpu=doc.gpu, policy=doc.policy or "", timezone=doc.timezone,
-        slot_origin=doc.slot_origin, horizon_hours=doc.horizon_hours, windows=windows,
-        workloads=doc.workloads, monthly_cost_usd=doc.costs.monthly_usd, hourly_cost_usd=doc.costs.hourly_usd,
-        allocations=allocations, capacity_reservation=capacity_reservation)
+        plan_id=doc.plan_id,
+        gpu=doc.gpu,
+        policy=doc.policy or "",
+        timezone=doc.timezone,
+        slot_origin=doc.slot_origin,
+        horizon_hours=doc.horizon_hours,
+        windows=windows,
+        workloads=doc.workloads,
+        monthly_cost_usd=doc.costs.monthly_usd,
+        hourly_cost_usd=doc.costs.hourly_usd,
+        allocations=allocations,
+        capacity_reservation=capacity_reservation,
+    )

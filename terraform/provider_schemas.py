@@ -42,6 +42,7 @@ def load_schemas() -> Schemas:
         raise RuntimeError("terraform/schemas is incomplete: reinstall gpuprov")
     return Schemas(resources=found, providers=providers)
 
+
 # The provider versions the bundled *resource* schemas come from (see schemas/PROVENANCE.md),
 # and the registry source each local name stands for.
 SCHEMA_VERSIONS = {"aws": "6.47.0", "google": "6.50.0", "azurerm": "4.79.0"}

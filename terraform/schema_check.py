@@ -36,12 +36,17 @@ from terraform.tfsyntax import (
 __all__ = ["Problem", "check_dir", "check_document", "check_files"]
 
 TOP_LEVEL = ("//", "terraform", "provider", "variable", "locals", "resource", "data", "output", "module")
-LIFECYCLE = ("create_before_destroy", "prevent_destroy", "ignore_changes", "replace_triggered_by",
-             "precondition", "postcondition")
+LIFECYCLE = (
+    "create_before_destroy",
+    "prevent_destroy",
+    "ignore_changes",
+    "replace_triggered_by",
+    "precondition",
+    "postcondition",
+)
 VARIABLE_KEYS = ("type", "default", "description", "sensitive", "nullable", "ephemeral", "validation")
 OUTPUT_KEYS = ("value", "description", "sensitive", "depends_on", "precondition", "ephemeral")
-TERRAFORM_KEYS = ("required_version", "required_providers", "backend", "cloud", "experiments",
-                  "provider_meta")
+TERRAFORM_KEYS = ("required_version", "required_providers", "backend", "cloud", "experiments", "provider_meta")
 
 
 def _objects(value: Any, path: str) -> Iterator[tuple[Any, str]]:
@@ -79,8 +84,11 @@ class _Checker:
             if key == "//":
                 continue
             if key not in TOP_LEVEL:
-                self.report(key if IDENT.match(key) else join("", key),
-                            f"unknown top-level key {key!r}{hint(key, TOP_LEVEL)}", "top-level")
+                self.report(
+                    key if IDENT.match(key) else join("", key),
+                    f"unknown top-level key {key!r}{hint(key, TOP_LEVEL)}",
+                    "top-level",
+                )
                 continue
             for obj, path in _objects(value, key):
                 if self.need_object(obj, path, f"a {key} section"):
@@ -124,8 +132,11 @@ class _Checker:
             block = self.schemas.providers.get(name)
             ppath = join(path, name)
             if block is None:
-                self.report(ppath, f"unknown provider {name!r}: no schema for it{hint(name, self.schemas.providers)}",
-                            "unknown-type")
+                self.report(
+                    ppath,
+                    f"unknown provider {name!r}: no schema for it{hint(name, self.schemas.providers)}",
+                    "unknown-type",
+                )
             for body, bpath in _objects(obj[name], ppath):
                 if not self.need_object(body, bpath, "a provider block"):
                     continue
@@ -225,8 +236,11 @@ class _Checker:
         if source is not None and not isinstance(source, str):
             self.report(join(path, "source"), f"expected string, got {value_kind(source)}", "type")
         elif expected and isinstance(source, str) and source.lower().removeprefix("registry.terraform.io/") != expected:
-            self.report(join(path, "source"), f"source {source!r} is not {expected!r}, the provider the "
-                                              "bundled schema describes", "version")
+            self.report(
+                join(path, "source"),
+                f"source {source!r} is not {expected!r}, the provider the bundled schema describes",
+                "version",
+            )
         if version is None:
             return
         if not isinstance(version, str):
@@ -239,8 +253,11 @@ class _Checker:
             self.report(join(path, "version"), str(exc), "version")
             return
         if not ok:
-            self.report(join(path, "version"), f"constraint {version!r} does not admit {name} {have}, "
-                                               "the version the bundled schema comes from", "version")
+            self.report(
+                join(path, "version"),
+                f"constraint {version!r} does not admit {name} {have}, the version the bundled schema comes from",
+                "version",
+            )
 
     # ------------------------------------------------------------------ bodies
 
@@ -249,9 +266,20 @@ class _Checker:
             return
         if "count" in body and "for_each" in body:
             self.report(join(path, "for_each"), "count and for_each cannot both be set", "shape")
-        self.body(body, block, path, meta={"count": "number", "for_each": "dynamic", "provider": "provider",
-                                           "depends_on": "depends_on", "lifecycle": "lifecycle",
-                                           "provisioner": "dynamic", "connection": "dynamic"})
+        self.body(
+            body,
+            block,
+            path,
+            meta={
+                "count": "number",
+                "for_each": "dynamic",
+                "provider": "provider",
+                "depends_on": "depends_on",
+                "lifecycle": "lifecycle",
+                "provisioner": "dynamic",
+                "connection": "dynamic",
+            },
+        )
         self.facts.used_providers.setdefault(self.schemas.provider_of(rtype), path)
 
     def body(self, value: Any, block: Mapping[str, Any], path: str, meta: Mapping[str, str] | None = None) -> None:
@@ -321,8 +349,7 @@ class _Checker:
         if mode in ("single", "group"):
             if isinstance(value, list):
                 if len(value) > 1:
-                    self.report(path, f"{len(value)} {name!r} blocks: nesting mode {mode} allows one",
-                                "block-count")
+                    self.report(path, f"{len(value)} {name!r} blocks: nesting mode {mode} allows one", "block-count")
                 if not value:
                     return
                 value = value[0]
@@ -333,8 +360,11 @@ class _Checker:
             return
         if mode == "map":
             if not isinstance(value, dict):
-                self.report(path, f"{name!r} is a map of blocks: expected an object of labelled blocks, "
-                                  f"got {value_kind(value)}", "block-shape")
+                self.report(
+                    path,
+                    f"{name!r} is a map of blocks: expected an object of labelled blocks, got {value_kind(value)}",
+                    "block-shape",
+                )
                 return
             items = [(v, join(path, k)) for k, v in sorted(value.items())]
         elif isinstance(value, dict):
@@ -342,8 +372,12 @@ class _Checker:
         elif isinstance(value, list):
             items = [(v, join(path, i)) for i, v in enumerate(value)]
         else:
-            self.report(path, f"{name!r} is a block (nesting {mode}): expected an object or a list of objects, "
-                              f"got {value_kind(value)}", "block-shape")
+            self.report(
+                path,
+                f"{name!r} is a block (nesting {mode}): expected an object or a list of objects, "
+                f"got {value_kind(value)}",
+                "block-shape",
+            )
             return
         lo, hi = bt.get("min_items") or 0, bt.get("max_items") or 0
         if hi and len(items) > hi:
@@ -364,8 +398,9 @@ class _Checker:
             for name in sorted(obj):
                 npath = join(opath, name)
                 if name not in blocks:
-                    self.report(npath, f"dynamic block for unknown block type {name!r}{hint(name, blocks)}",
-                                "unknown-argument")
+                    self.report(
+                        npath, f"dynamic block for unknown block type {name!r}{hint(name, blocks)}", "unknown-argument"
+                    )
                     continue
                 names.add(name)
                 for spec, spath in _objects(obj[name], npath):
@@ -412,13 +447,14 @@ class _Checker:
             if ignore is None or ignore == "all":
                 pass
             elif not isinstance(ignore, list):
-                self.report(ipath, "ignore_changes must be a list of argument names or \"all\"", "type")
+                self.report(ipath, 'ignore_changes must be a list of argument names or "all"', "type")
             else:
                 for i, item in enumerate(ignore):
                     first = item.split(".")[0].split("[")[0] if isinstance(item, str) else None
                     if first is None or (first not in attrs and first not in blocks):
-                        self.report(join(ipath, i), f"ignore_changes names unknown argument {item!r}",
-                                    "unknown-argument")
+                        self.report(
+                            join(ipath, i), f"ignore_changes names unknown argument {item!r}", "unknown-argument"
+                        )
             for key in ("precondition", "postcondition"):
                 self.conditions(obj.get(key), join(opath, key))
 
@@ -444,8 +480,9 @@ class _Checker:
     def known_keys(self, obj: Mapping[str, Any], allowed: tuple[str, ...], path: str, what: str) -> None:
         for key in sorted(obj):
             if key != "//" and key not in allowed:
-                self.report(join(path, key), f"unsupported argument {key!r} in a {what}{hint(key, allowed)}",
-                            "unknown-argument")
+                self.report(
+                    join(path, key), f"unsupported argument {key!r} in a {what}{hint(key, allowed)}", "unknown-argument"
+                )
 
     def strings(self, value: Any, path: str) -> None:
         """Find every interpolation: flag unterminated ones, collect references."""
@@ -458,16 +495,22 @@ class _Checker:
                 self.strings(v, join(path, i))
         elif isinstance(value, str) and ("${" in value or "%{" in value):
             if _directive(value):
-                self.report(path, "template directive '%{' that gpuprov never writes (data must be escaped "
-                            "as '%%{')", "interpolation")
+                self.report(
+                    path,
+                    "template directive '%{' that gpuprov never writes (data must be escaped as '%%{')",
+                    "interpolation",
+                )
             exprs = interpolations(value)
             if exprs is None:
                 self.report(path, "unterminated interpolation: '${' without its closing '}'", "syntax")
                 return
             for expr in exprs:
                 if not OWN_EXPRESSION.fullmatch(expr) and expr not in OWN_FUNCTIONS:
-                    self.report(path, "interpolation that gpuprov does not write (data must be escaped as '$${'): "
-                                f"${{{expr[:60]}}}", "interpolation")
+                    self.report(
+                        path,
+                        f"interpolation that gpuprov does not write (data must be escaped as '$${{'): ${{{expr[:60]}}}",
+                        "interpolation",
+                    )
                     continue
                 self.facts.refs += [(r, path) for r in references(expr)]
 
@@ -475,8 +518,10 @@ class _Checker:
 # What gpuprov's renderers write inside ${…}: references to variables, locals and resource
 # attributes, and the one validation function of var.name_prefix. Anything else in a file is
 # either a hand edit or data that escaped escaping.
-OWN_EXPRESSION = re.compile(r"(?:var|local)\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*"
-                            r"|(?:aws|google|azurerm)_[a-z0-9_]+\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
+OWN_EXPRESSION = re.compile(
+    r"(?:var|local)\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*"
+    r"|(?:aws|google|azurerm)_[a-z0-9_]+\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+"
+)
 OWN_FUNCTIONS = frozenset({'can(regex("^[a-z][a-z0-9-]{0,19}$", var.name_prefix))'})
 
 
@@ -493,8 +538,9 @@ def _directive(s: str) -> bool:
 # ---------------------------------------------------------------------------- public API
 
 
-def check_document(doc: Mapping[str, Any], schemas: Schemas | None = None, *,
-                   file: str = "<document>") -> list[Problem]:
+def check_document(
+    doc: Mapping[str, Any], schemas: Schemas | None = None, *, file: str = "<document>"
+) -> list[Problem]:
     """Problems in one Terraform JSON document (no cross-file checks), sorted by path."""
     checker = _Checker(file, schemas or load_schemas())
     checker.document(doc)

@@ -11,7 +11,8 @@ IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _REF = re.compile(
     r"(?<![\w.\"-])(?:(var|local|module)\.([A-Za-z_][\w-]*)"
     r"|(data)\.([A-Za-z][\w]*)\.([A-Za-z_][\w-]*)"
-    r"|([a-z][a-z0-9]*_[a-z0-9_]+)\.([A-Za-z_][\w-]*)(?:\.([A-Za-z_][\w]*))?)")
+    r"|([a-z][a-z0-9]*_[a-z0-9_]+)\.([A-Za-z_][\w-]*)(?:\.([A-Za-z_][\w]*))?)"
+)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
@@ -64,14 +65,13 @@ def interpolations(s: str) -> list[str] | None:
         k = matching_brace(s, j + 2)
         if k < 0:
             return None
-        out.append(s[j + 2:k])
+        out.append(s[j + 2 : k])
         i = k + 1
 
 
 def is_interpolation(value: Any) -> bool:
     """True for a string that is exactly one ``${…}``: its value can have any type."""
-    return (isinstance(value, str) and value.startswith("${")
-            and matching_brace(value, 2) == len(value) - 1)
+    return isinstance(value, str) and value.startswith("${") and matching_brace(value, 2) == len(value) - 1
 
 
 def references(expr: str) -> list[tuple[str, ...]]:
@@ -241,8 +241,11 @@ def type_errors(t: Any, v: Any, path: str) -> list[tuple[str, str]]:
         attrs: dict[str, Any] = t[1]
         optional = set(t[2]) if len(t) > 2 else set()
         out = [(join(path, k), f"unexpected attribute {k!r} for {type_str(t)}") for k in sorted(v) if k not in attrs]
-        out += [(join(path, k), f"missing attribute {k!r} required by {type_str(t)}")
-                for k in sorted(attrs) if k not in v and k not in optional]
+        out += [
+            (join(path, k), f"missing attribute {k!r} required by {type_str(t)}")
+            for k in sorted(attrs)
+            if k not in v and k not in optional
+        ]
         out += [e for k in sorted(attrs) if k in v for e in type_errors(attrs[k], v[k], join(path, k))]
         return out
     return [(path, f"unknown schema type {t!r}")]
@@ -278,7 +281,7 @@ def admits(constraint: str, version: str) -> bool:
         w, h = want + (0,) * (n - len(want)), have + (0,) * (n - len(have))
         if op == "~>":
             upper = (want[0] + 1,) if len(want) == 1 else (*want[:-2], want[-2] + 1)
-            ok = h >= w and have[:len(upper)] < upper
+            ok = h >= w and have[: len(upper)] < upper
         else:
             ok = {"=": h == w, "!=": h != w, ">": h > w, ">=": h >= w, "<": h < w, "<=": h <= w}[op]
         if not ok:

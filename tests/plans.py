@@ -28,8 +28,16 @@ def bundled() -> tuple[tuple[Offer, ...], tuple[SnapshotInfo, ...]]:
     snaps = []
     for i, snap in enumerate(load_bundled(), start=1):
         offers += snap.offers
-        snaps.append(SnapshotInfo(id=i, source=snap.source, cloud=snap.cloud, fetched_at=snap.as_of,
-                                  row_count=len(snap.offers), current=True))
+        snaps.append(
+            SnapshotInfo(
+                id=i,
+                source=snap.source,
+                cloud=snap.cloud,
+                fetched_at=snap.as_of,
+                row_count=len(snap.offers),
+                current=True,
+            )
+        )
     return tuple(offers), tuple(snaps)
 
 
@@ -53,8 +61,14 @@ caps:
 """
 
 
-def _flags(gpus: int, gpu_type: str, node: int | None = None, clouds: list[str] | None = None,
-           markets: list[str] | None = None, spot: str | None = None) -> tuple[pd.RequestSpec, planning.Context]:
+def _flags(
+    gpus: int,
+    gpu_type: str,
+    node: int | None = None,
+    clouds: list[str] | None = None,
+    markets: list[str] | None = None,
+    spot: str | None = None,
+) -> tuple[pd.RequestSpec, planning.Context]:
     from pricing.gpus import resolve
 
     workload = planning.flags_workload(node, None if spot is None else Decimal(spot))
@@ -98,20 +112,46 @@ def planned(case: str) -> pd.PlanDocument:
 # ---------------------------------------------------------------------- hand-made, for unit tests
 
 
-def alloc(cloud: str, market: str, by_slot: list[int], *, workload: str = "inference", itype: str = "g6.xlarge",
-          region: str = "us-east-1", zone: str | None = "use1-az1", gpus: int = 1, unit: str = "1.0",
-          gpu: str = "L4") -> dict[str, Any]:
-    return {"cloud": cloud, "region": region, "zone": zone, "instance_type": itype, "market": market,
-            "workload": workload, "gpus_per_instance": gpus, "unit_hourly_usd": unit, "gpu": gpu,
-            "instances_by_slot": by_slot}
+def alloc(
+    cloud: str,
+    market: str,
+    by_slot: list[int],
+    *,
+    workload: str = "inference",
+    itype: str = "g6.xlarge",
+    region: str = "us-east-1",
+    zone: str | None = "use1-az1",
+    gpus: int = 1,
+    unit: str = "1.0",
+    gpu: str = "L4",
+) -> dict[str, Any]:
+    return {
+        "cloud": cloud,
+        "region": region,
+        "zone": zone,
+        "instance_type": itype,
+        "market": market,
+        "workload": workload,
+        "gpus_per_instance": gpus,
+        "unit_hourly_usd": unit,
+        "gpu": gpu,
+        "instances_by_slot": by_slot,
+    }
 
 
 WORKLOADS = (pd.WorkloadSpec("inference", Decimal("0.5"), 1), pd.WorkloadSpec("training", Decimal("0.5"), 8, gang=True))
 
 
-def handmade(allocs: list[dict[str, Any]], *, windows: list[dict[str, Any]] | None = None, horizon: int = 24,
-             tz: str = "UTC", origin: str = "day", workloads: tuple[pd.WorkloadSpec, ...] = WORKLOADS,
-             plan_id: str = "p1") -> pd.PlanDocument:
+def handmade(
+    allocs: list[dict[str, Any]],
+    *,
+    windows: list[dict[str, Any]] | None = None,
+    horizon: int = 24,
+    tz: str = "UTC",
+    origin: str = "day",
+    workloads: tuple[pd.WorkloadSpec, ...] = WORKLOADS,
+    plan_id: str = "p1",
+) -> pd.PlanDocument:
     """A validated document from compact allocation dicts; a reserved-market entry becomes a
     reservation used by its workload (whole instances) in the slots its counts say."""
     flex, resv = [], []
@@ -125,29 +165,59 @@ def handmade(allocs: list[dict[str, Any]], *, windows: list[dict[str, Any]] | No
         if Market(a["market"]).is_reserved:
             n = max(a["instances_by_slot"])
             term = pd.TERM_HOURS[a["market"]]
-            resv.append(pd.Reservation(
-                **fields, instances=n, term_hours=term, hourly_usd=fields["unit_hourly_usd"] * n,
-                commitment_total_usd=fields["unit_hourly_usd"] * n * term,
-                gpus_used_by_slot={a["workload"]: tuple(c * a["gpus_per_instance"] for c in a["instances_by_slot"])}))
+            resv.append(
+                pd.Reservation(
+                    **fields,
+                    instances=n,
+                    term_hours=term,
+                    hourly_usd=fields["unit_hourly_usd"] * n,
+                    commitment_total_usd=fields["unit_hourly_usd"] * n * term,
+                    gpus_used_by_slot={
+                        a["workload"]: tuple(c * a["gpus_per_instance"] for c in a["instances_by_slot"])
+                    },
+                )
+            )
         else:
-            flex.append(pd.Allocation(**fields, workload=a["workload"],
-                                      instances_by_slot=tuple(a["instances_by_slot"])))
+            flex.append(
+                pd.Allocation(**fields, workload=a["workload"], instances_by_slot=tuple(a["instances_by_slot"]))
+            )
     hourly = sum((x.unit_hourly_usd * sum(x.instances_by_slot) for x in flex), Decimal(0)) / horizon + sum(
-        (r.hourly_usd for r in resv), Decimal(0))
+        (r.hourly_usd for r in resv), Decimal(0)
+    )
     zero = Decimal(0)
     doc = pd.PlanDocument(
-        schema_version=pd.SCHEMA_VERSION, plan_id=plan_id, created_at=CREATED, gpu="L4", gpus=8, policy="test",
-        timezone=tz, slot_origin=origin, horizon_hours=horizon, max_price_age_hours=Decimal(24),  # type: ignore[arg-type]
+        schema_version=pd.SCHEMA_VERSION,
+        plan_id=plan_id,
+        created_at=CREATED,
+        gpu="L4",
+        gpus=8,
+        policy="test",
+        timezone=tz,
+        slot_origin=origin,
+        horizon_hours=horizon,
+        max_price_age_hours=Decimal(24),  # type: ignore[arg-type]
         windows=tuple(pd.Window(**w) for w in windows or []),
-        request=pd.RequestSpec(gpu_names=("L4",), workloads=workloads,
-                               demand={w.name: (0,) * horizon for w in workloads}),
-        allocations=tuple(flex), reservations=tuple(resv),
-        costs=pd.Costs(hourly_usd=hourly, monthly_usd=(hourly * 730).quantize(Decimal("0.01")),
-                       horizon_usd=hourly * horizon, slot_usd=(hourly,) * horizon, expected_interruption_usd=zero,
-                       objective_usd=hourly * horizon, lower_bound_usd=hourly * horizon, gap=zero),
+        request=pd.RequestSpec(
+            gpu_names=("L4",), workloads=workloads, demand={w.name: (0,) * horizon for w in workloads}
+        ),
+        allocations=tuple(flex),
+        reservations=tuple(resv),
+        costs=pd.Costs(
+            hourly_usd=hourly,
+            monthly_usd=(hourly * 730).quantize(Decimal("0.01")),
+            horizon_usd=hourly * horizon,
+            slot_usd=(hourly,) * horizon,
+            expected_interruption_usd=zero,
+            objective_usd=hourly * horizon,
+            lower_bound_usd=hourly * horizon,
+            gap=zero,
+        ),
         commitments=pd.Commitments(recommended=bool(resv), hourly_usd=zero, total_usd=zero, summary=""),
-        baselines=(), solve=pd.SolveInfo("cbc", "Optimal", 0, 0), catalog_as_of=CREATED,
-        snapshots=(pd.SnapshotRef(1, "test", "aws", CREATED, 1, True),))  # type: ignore[arg-type]
+        baselines=(),
+        solve=pd.SolveInfo("cbc", "Optimal", 0, 0),
+        catalog_as_of=CREATED,
+        snapshots=(pd.SnapshotRef(1, "test", "aws", CREATED, 1, True),),
+    )  # type: ignore[arg-type]
     pd.check(doc)
     return doc
 
@@ -155,9 +225,22 @@ def handmade(allocs: list[dict[str, Any]], *, windows: list[dict[str, Any]] | No
 def layout(doc: dict[str, Any]) -> pd.PlanDocument:
     """A hand-drawn layout (tests/terraform/layouts/*.json: allocations, windows, workloads) as a
     validated document; allocations of workload "reserved" stand for reservations nothing uses."""
-    workloads = tuple(pd.WorkloadSpec(name, Decimal(str(w.get("max_spot_fraction", "0.5"))), w.get("node_gpus"),
-                                      gang=w.get("gang") is True, spread_zones=w.get("spread_zones", 1))
-                      for name, w in sorted(doc.get("workloads", {}).items()))
-    return handmade(doc["allocations"], windows=doc.get("windows"), horizon=doc["horizon_hours"],
-                    tz=doc.get("timezone", "UTC"), origin=doc.get("slot_origin", "day")
-                    if doc["horizon_hours"] > 1 else "constant", workloads=workloads, plan_id=doc["plan_id"])
+    workloads = tuple(
+        pd.WorkloadSpec(
+            name,
+            Decimal(str(w.get("max_spot_fraction", "0.5"))),
+            w.get("node_gpus"),
+            gang=w.get("gang") is True,
+            spread_zones=w.get("spread_zones", 1),
+        )
+        for name, w in sorted(doc.get("workloads", {}).items())
+    )
+    return handmade(
+        doc["allocations"],
+        windows=doc.get("windows"),
+        horizon=doc["horizon_hours"],
+        tz=doc.get("timezone", "UTC"),
+        origin=doc.get("slot_origin", "day") if doc["horizon_hours"] > 1 else "constant",
+        workloads=workloads,
+        plan_id=doc["plan_id"],
+    )

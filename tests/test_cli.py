@@ -24,19 +24,31 @@ def test_plan_json_has_the_documented_shape() -> None:
     code, out, err = run("plan", "--gpus", "64", "--type", "a100", "--output", "json")
     assert code == 0, err
     doc = json.loads(out)
-    for key in ("schema_version", "plan_id", "gpu", "gpus", "costs", "allocations", "reservations", "baselines",
-                "commitments", "catalog_as_of", "request"):
+    for key in (
+        "schema_version",
+        "plan_id",
+        "gpu",
+        "gpus",
+        "costs",
+        "allocations",
+        "reservations",
+        "baselines",
+        "commitments",
+        "catalog_as_of",
+        "request",
+    ):
         assert key in doc
     assert doc["gpus"] == 64 and doc["schema_version"] == SCHEMA_VERSION
     assert doc["catalog_as_of"].startswith("2025-12-01")
-    assert all(isinstance(v, str) for v in doc["costs"].values() if not isinstance(v, list))   # exact money
+    assert all(isinstance(v, str) for v in doc["costs"].values() if not isinstance(v, list))  # exact money
     typed = from_json(out)
     held = sum(a.instances_by_slot[0] * a.gpus_per_instance for a in typed.placements())
     assert held >= 64
     spot = sum(a.instances * a.gpus_per_instance for a in typed.allocations if a.spot)
     assert spot <= 32
-    billed = (sum((a.unit_hourly_usd * a.instances for a in typed.allocations), Decimal(0))
-              + sum((r.unit_hourly_usd * r.instances for r in typed.reservations), Decimal(0)))
+    billed = sum((a.unit_hourly_usd * a.instances for a in typed.allocations), Decimal(0)) + sum(
+        (r.unit_hourly_usd * r.instances for r in typed.reservations), Decimal(0)
+    )
     assert typed.costs.hourly_usd == billed
     for r in typed.reservations:
         assert r.commitment_total_usd == (r.unit_hourly_usd * r.instances * r.term_hours).quantize(Decimal("0.01"))
@@ -57,7 +69,7 @@ def test_plan_gang_keeps_every_node_in_one_zone_on_one_model() -> None:
     assert len({(a.cloud, a.location) for a in placed}) == 1
     assert len({a.gpu for a in placed}) == 1
     assert all(a.gpus_per_instance == 8 for a in placed)
-    for r in doc.reservations:          # whole reserved nodes for a gang
+    for r in doc.reservations:  # whole reserved nodes for a gang
         assert all(g % r.gpus_per_instance == 0 for v in r.gpus_used_by_slot.values() for g in v)
 
 
@@ -81,8 +93,18 @@ def test_on_demand_only_plan_equals_its_own_baseline_or_beats_it() -> None:
 
 
 def test_baselines_obey_the_request_and_all_on_demand_is_the_cheapest_zone_of_the_catalog() -> None:
-    args = ("--gpus", "64", "--type", "a100-40gb", "--node-gpus", "8", "--markets", "on_demand,spot",
-            "--max-spot-fraction", "0.5")
+    args = (
+        "--gpus",
+        "64",
+        "--type",
+        "a100-40gb",
+        "--node-gpus",
+        "8",
+        "--markets",
+        "on_demand,spot",
+        "--max-spot-fraction",
+        "0.5",
+    )
     code, out, err = run("plan", *args, "-o", "json")
     assert code == 0, err
     doc = from_json(out)
@@ -105,13 +127,17 @@ def test_baselines_obey_the_request_and_all_on_demand_is_the_cheapest_zone_of_th
 
 def test_flags_and_policy_price_spot_interruptions_alike(tmp_path: Path) -> None:
     policy = tmp_path / "p.yaml"
-    policy.write_text("name: same\nhorizon_hours: 24\nworkloads:\n  training: {max_spot_fraction: 0.5}\n"
-                      "schedule:\n  default: {training: 100%}\n", encoding="utf-8")
+    policy.write_text(
+        "name: same\nhorizon_hours: 24\nworkloads:\n  training: {max_spot_fraction: 0.5}\n"
+        "schedule:\n  default: {training: 100%}\n",
+        encoding="utf-8",
+    )
     code, out, err = run("plan", "--gpus", "16", "--type", "a100", "--markets", "on_demand,spot", "-o", "json")
     assert code == 0, err
     flags = from_json(out)
-    code, out, err = run("plan", "--policy", str(policy), "--gpus", "16", "--type", "a100", "--markets",
-                         "on_demand,spot", "-o", "json")
+    code, out, err = run(
+        "plan", "--policy", str(policy), "--gpus", "16", "--type", "a100", "--markets", "on_demand,spot", "-o", "json"
+    )
     assert code == 0, err
     pol = from_json(out)
     assert flags.request.interruptions_per_hour == pol.request.interruptions_per_hour
@@ -119,20 +145,29 @@ def test_flags_and_policy_price_spot_interruptions_alike(tmp_path: Path) -> None
     assert flags.costs.expected_interruption_usd == pol.costs.expected_interruption_usd / 24
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (("plan", "--gpus", "64", "--type", "zz100"), 2, "error: unknown GPU type 'zz100'"),
-    (("plan", "--gpus", "0", "--type", "a100"), 2, "error: --gpus must be a positive whole number"),
-    (("plan", "--gpus", "-8", "--type", "a100"), 2, "error: --gpus must be a positive whole number"),
-    (("plan", "--gpus", "lots", "--type", "a100"), 2, "error: Invalid value for '--gpus'"),
-    (("plan", "--gpus", "8", "--type", "a100", "--markets", "spotty"), 2, "error: unknown market 'spotty'"),
-    (("plan", "--gpus", "8", "--type", "a100", "--max-spot-fraction", "1.5"), 2,
-     "error: --max-spot-fraction must be a number between 0 and 1"),
-    (("plan", "--gpus", "8", "--type", "a100", "--clouds", "ibm"), 2, "error: unknown cloud 'ibm'"),
-    (("plan", "--gpus", "8", "--type", "l4", "--clouds", "azure"), 3, "error: cluster (L4): no offer"),
-    (("plan", "--gpus", "8", "--type", "a100", "--markets", "spot"), 3, "error: cluster (A100-40GB/A100-80GB): "
-     "only spot offers are allowed"),
-    (("prices", "--type", "a100", "--output", "xml"), 2, "error: unknown output format 'xml'"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("plan", "--gpus", "64", "--type", "zz100"), 2, "error: unknown GPU type 'zz100'"),
+        (("plan", "--gpus", "0", "--type", "a100"), 2, "error: --gpus must be a positive whole number"),
+        (("plan", "--gpus", "-8", "--type", "a100"), 2, "error: --gpus must be a positive whole number"),
+        (("plan", "--gpus", "lots", "--type", "a100"), 2, "error: Invalid value for '--gpus'"),
+        (("plan", "--gpus", "8", "--type", "a100", "--markets", "spotty"), 2, "error: unknown market 'spotty'"),
+        (
+            ("plan", "--gpus", "8", "--type", "a100", "--max-spot-fraction", "1.5"),
+            2,
+            "error: --max-spot-fraction must be a number between 0 and 1",
+        ),
+        (("plan", "--gpus", "8", "--type", "a100", "--clouds", "ibm"), 2, "error: unknown cloud 'ibm'"),
+        (("plan", "--gpus", "8", "--type", "l4", "--clouds", "azure"), 3, "error: cluster (L4): no offer"),
+        (
+            ("plan", "--gpus", "8", "--type", "a100", "--markets", "spot"),
+            3,
+            "error: cluster (A100-40GB/A100-80GB): only spot offers are allowed",
+        ),
+        (("prices", "--type", "a100", "--output", "xml"), 2, "error: unknown output format 'xml'"),
+    ],
+)
 def test_bad_input_is_one_line_and_a_non_zero_exit(args: tuple[str, ...], code: int, message: str) -> None:
     got, out, err = run(*args)
     assert got == code

@@ -26,7 +26,9 @@ def test_day_night_plan_meets_the_schedule_and_reports_baselines() -> None:
     doc = from_json(out)
     assert doc.horizon_hours == 24 and len(doc.costs.slot_usd) == 24
     assert doc.timezone == "UTC" and [(w.name, w.start_slot, w.end_slot) for w in doc.windows] == [
-        ("day", 8, 20), ("night", 20, 8)]
+        ("day", 8, 20),
+        ("night", 20, 8),
+    ]
     for t in range(24):
         for w in ("training", "inference"):
             held = sum(a.instances_by_slot[t] * a.gpus_per_instance for a in doc.allocations if a.workload == w)
@@ -42,7 +44,7 @@ def test_day_night_plan_meets_the_schedule_and_reports_baselines() -> None:
     assert doc.costs.lower_bound_usd <= doc.costs.objective_usd
     training_sites = {(a.cloud, a.location, a.gpu) for a in doc.placements() if a.workload == "training"}
     assert len(training_sites) <= 1
-    for r in doc.reservations:          # training takes whole reserved nodes
+    for r in doc.reservations:  # training takes whole reserved nodes
         assert all(g % r.gpus_per_instance == 0 for g in r.gpus_used_by_slot.get("training", ()))
 
 
@@ -55,8 +57,23 @@ def test_table_output_has_the_chart_and_savings(tmp_path: Path) -> None:
 
 
 def test_flags_override_the_policy() -> None:
-    code, out, err = run("plan", "--policy", "day-night", "--gpus", "16", "--type", "h100", "--hours", "168",
-                         "--max-spot-fraction", "0", "--timezone", "Europe/Berlin", "-o", "json")
+    code, out, err = run(
+        "plan",
+        "--policy",
+        "day-night",
+        "--gpus",
+        "16",
+        "--type",
+        "h100",
+        "--hours",
+        "168",
+        "--max-spot-fraction",
+        "0",
+        "--timezone",
+        "Europe/Berlin",
+        "-o",
+        "json",
+    )
     assert code == 0, err
     doc = from_json(out)
     assert doc.horizon_hours == 168 and doc.timezone == "Europe/Berlin"
@@ -70,7 +87,7 @@ def test_save_then_list_then_same_id_again() -> None:
     code, out, _ = run("plans", "-o", "json")
     assert code == 0 and [p["id"] for p in json.loads(out)] == [pid]
     code, out, _ = run("plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--save", "-o", "json")
-    assert json.loads(out)["plan_id"] == pid                       # same inputs, same snapshot: same id
+    assert json.loads(out)["plan_id"] == pid  # same inputs, same snapshot: same id
     code, out, _ = run("plan", "--policy", "day-night", "--gpus", "48", "--type", "a100", "--save", "-o", "json")
     assert json.loads(out)["plan_id"] != pid
     code, out, _ = run("plans")
@@ -86,19 +103,34 @@ def test_policy_check(tmp_path: Path) -> None:
     assert code == 2 and err.startswith(f"error: {bad}: workloads.training.node_gpus: must be between 1 and 64")
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (("plan", "--policy", "nightshift", "--gpus", "8", "--type", "a100"), 2, "error: no policy file or preset"),
-    (("plan", "--policy", "day-night", "--type", "a100"), 2, "error: policy 'day-night' names no GPU total"),
-    (("plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--hours", "48"), 2,
-     "error: --hours must be 24 or 168"),
-    (("plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--timezone", "Moon/Base"), 2,
-     "error: --timezone: unknown time zone"),
-    (("plan", "--gpus", "8", "--type", "a100", "--hours", "24"), 2, "error: --hours goes with --policy"),
-    (("plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--budget", "5"), 3,
-     "error: budget $5/h is below the cheapest cover"),
-    (("plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--chart", "x.jpg"), 2,
-     "error: --chart writes a PNG"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("plan", "--policy", "nightshift", "--gpus", "8", "--type", "a100"), 2, "error: no policy file or preset"),
+        (("plan", "--policy", "day-night", "--type", "a100"), 2, "error: policy 'day-night' names no GPU total"),
+        (
+            ("plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--hours", "48"),
+            2,
+            "error: --hours must be 24 or 168",
+        ),
+        (
+            ("plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--timezone", "Moon/Base"),
+            2,
+            "error: --timezone: unknown time zone",
+        ),
+        (("plan", "--gpus", "8", "--type", "a100", "--hours", "24"), 2, "error: --hours goes with --policy"),
+        (
+            ("plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--budget", "5"),
+            3,
+            "error: budget $5/h is below the cheapest cover",
+        ),
+        (
+            ("plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--chart", "x.jpg"),
+            2,
+            "error: --chart writes a PNG",
+        ),
+    ],
+)
 def test_policy_bad_input(args: tuple[str, ...], code: int, message: str) -> None:
     got, out, err = run(*args)
     assert got == code, err

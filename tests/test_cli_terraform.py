@@ -32,8 +32,10 @@ def test_saved_day_night_plan_becomes_checked_terraform_for_every_cloud(tmp_path
     windows = {w["name"] for w in doc["windows"]}
     per_cloud = {
         "aws": ("aws_autoscaling_schedule", lambda v: {v["scheduled_action_name"]}),
-        "gcp": ("google_compute_autoscaler",
-                lambda v: {s["name"] for s in _one(v["autoscaling_policy"])["scaling_schedules"]}),
+        "gcp": (
+            "google_compute_autoscaler",
+            lambda v: {s["name"] for s in _one(v["autoscaling_policy"])["scaling_schedules"]},
+        ),
         "azure": ("azurerm_monitor_autoscale_setting", lambda v: {p["name"] for p in v["profile"]}),
     }
     for cloud in clouds:
@@ -49,8 +51,9 @@ def test_saved_day_night_plan_becomes_checked_terraform_for_every_cloud(tmp_path
 
 
 def test_check_reports_a_broken_file(tmp_path: Path) -> None:
-    (tmp_path / "main.tf.json").write_text(json.dumps(
-        {"resource": {"aws_autoscaling_schedule": {"x": {"scheduled_action_name": "a", "bogus": 1}}}}))
+    (tmp_path / "main.tf.json").write_text(
+        json.dumps({"resource": {"aws_autoscaling_schedule": {"x": {"scheduled_action_name": "a", "bogus": 1}}}})
+    )
     r = runner.invoke(app, ["terraform", "--check", str(tmp_path)])
     assert r.exit_code == 2
     assert "bogus" in r.stdout and r.stderr.startswith("error: ")

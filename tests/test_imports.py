@@ -19,15 +19,22 @@ def test_plan_imports_no_cloud_sdk(_isolated_db: str) -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     modules = json.loads(run.stdout.strip().splitlines()[-1])
-    loaded = [m for m in modules if m.split(".")[0] in {"boto3", "botocore", "azure", "moto"}
-              or m.startswith("google.cloud") or m.startswith("google.api_core")]
+    loaded = [
+        m
+        for m in modules
+        if m.split(".")[0] in {"boto3", "botocore", "azure", "moto"}
+        or m.startswith("google.cloud")
+        or m.startswith("google.api_core")
+    ]
     assert loaded == []
-    assert "gpuprov.optimizer.solve" in modules   # the plan really ran in that process
+    assert "gpuprov.optimizer.solve" in modules  # the plan really ran in that process
 
 
 def test_help_does_not_load_the_store_or_solver() -> None:
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom gpuprov.cli import app\n"
-            "CliRunner().invoke(app, ['--help'])\n"
-            "print(any(m.startswith(('sqlmodel', 'sqlalchemy', 'pulp')) for m in sys.modules))\n")
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom gpuprov.cli import app\n"
+        "CliRunner().invoke(app, ['--help'])\n"
+        "print(any(m.startswith(('sqlmodel', 'sqlalchemy', 'pulp')) for m in sys.modules))\n"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip().splitlines()[-1] == "False"

@@ -26,9 +26,19 @@ RATE = {"aws": D("0.02")}
 
 
 def off(zone: str, market: str, gpus: int, price: int, gpu: str = "A100-40GB") -> Offer:
-    return Offer(cloud=Cloud.AWS, region="r1", zone=zone, instance_type=f"{gpu[-4:]}x{gpus}-{market[:2]}",
-                 gpu=gpu, gpus_per_instance=gpus, gpu_memory_gib=40, vcpus=8, memory_gib=D(64),
-                 market=Market(market), hourly_usd=D(price))
+    return Offer(
+        cloud=Cloud.AWS,
+        region="r1",
+        zone=zone,
+        instance_type=f"{gpu[-4:]}x{gpus}-{market[:2]}",
+        gpu=gpu,
+        gpus_per_instance=gpus,
+        gpu_memory_gib=40,
+        vcpus=8,
+        memory_gib=D(64),
+        market=Market(market),
+        hourly_usd=D(price),
+    )
 
 
 def flex_best(offers: list[Offer], w: Workload, req: PlanRequest, need: int, demand: int) -> D | None:
@@ -63,8 +73,7 @@ def brute(req: PlanRequest) -> D | None:
             return eligible(o, w) and (site[w.name] is None or gang_site(o) == site[w.name])
 
         peaks = [max(req.demand[w.name], default=0) for w in W]
-        for ys in itertools.product(*(range(sum(math.ceil(p / o.gpus_per_instance) for p in peaks) + 1)
-                                      for o in resv)):
+        for ys in itertools.product(*(range(sum(math.ceil(p / o.gpus_per_instance) for p in peaks) + 1) for o in resv)):
             total = sum((y * o.hourly_usd for y, o in zip(ys, resv, strict=True)), D(0)) * T
             for t in range(T):
                 slot = _slot_best(req, W, t, resv, ys, ok)
@@ -119,39 +128,58 @@ def _slot_best(req, W, t, resv, ys, ok):  # type: ignore[no-untyped-def]
     return best
 
 
-offer_st = st.builds(off, zone=st.sampled_from(["a", "b"]),
-                     market=st.sampled_from(["on_demand", "spot", "reserved_1y"]),
-                     gpus=st.sampled_from([2, 4, 8]), price=st.integers(1, 40),
-                     gpu=st.sampled_from(["A100-40GB", "A100-80GB"]))
+offer_st = st.builds(
+    off,
+    zone=st.sampled_from(["a", "b"]),
+    market=st.sampled_from(["on_demand", "spot", "reserved_1y"]),
+    gpus=st.sampled_from([2, 4, 8]),
+    price=st.integers(1, 40),
+    gpu=st.sampled_from(["A100-40GB", "A100-80GB"]),
+)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(offers=st.lists(offer_st, min_size=1, max_size=4, unique_by=lambda o: o.key),
-       demand=st.lists(st.integers(0, 16), min_size=1, max_size=2),
-       spot=st.sampled_from(["0", "0.5", "1"]), node=st.sampled_from([None, 4, 8]), gang=st.booleans())
-def test_one_workload_brute_force_equals_the_solver(offers: list[Offer], demand: list[int], spot: str,
-                                                    node: int | None, gang: bool) -> None:
+@given(
+    offers=st.lists(offer_st, min_size=1, max_size=4, unique_by=lambda o: o.key),
+    demand=st.lists(st.integers(0, 16), min_size=1, max_size=2),
+    spot=st.sampled_from(["0", "0.5", "1"]),
+    node=st.sampled_from([None, 4, 8]),
+    gang=st.booleans(),
+)
+def test_one_workload_brute_force_equals_the_solver(
+    offers: list[Offer], demand: list[int], spot: str, node: int | None, gang: bool
+) -> None:
     w = Workload("w", D(spot), node, gang=gang, lost_hours_per_interruption=D(1))
-    req = PlanRequest(gpu="A100", workloads=(w,), demand={"w": tuple(demand)}, offers=offers,
-                      interruptions_per_hour=RATE, gap=0.0)
+    req = PlanRequest(
+        gpu="A100", workloads=(w,), demand={"w": tuple(demand)}, offers=offers, interruptions_per_hour=RATE, gap=0.0
+    )
     _compare(req)
 
 
-offer2_st = st.builds(off, zone=st.sampled_from(["a", "b"]),
-                      market=st.sampled_from(["on_demand", "spot", "reserved_1y"]),
-                      gpus=st.sampled_from([4, 8]), price=st.integers(1, 40))
+offer2_st = st.builds(
+    off,
+    zone=st.sampled_from(["a", "b"]),
+    market=st.sampled_from(["on_demand", "spot", "reserved_1y"]),
+    gpus=st.sampled_from([4, 8]),
+    price=st.integers(1, 40),
+)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(offers=st.lists(offer2_st, min_size=1, max_size=3, unique_by=lambda o: o.key).filter(
-           lambda v: sum(o.market.is_reserved for o in v) <= 1),
-       train=st.lists(st.integers(0, 8), min_size=2, max_size=2),
-       infer=st.lists(st.integers(0, 6), min_size=2, max_size=2))
+@given(
+    offers=st.lists(offer2_st, min_size=1, max_size=3, unique_by=lambda o: o.key).filter(
+        lambda v: sum(o.market.is_reserved for o in v) <= 1
+    ),
+    train=st.lists(st.integers(0, 8), min_size=2, max_size=2),
+    infer=st.lists(st.integers(0, 6), min_size=2, max_size=2),
+)
 def test_two_workloads_sharing_reservations_brute_force_equals_the_solver(
-        offers: list[Offer], train: list[int], infer: list[int]) -> None:
+    offers: list[Offer], train: list[int], infer: list[int]
+) -> None:
     wl = (Workload("training", D("0.5"), 8, gang=True), Workload("inference", D("0.5")))
-    req = PlanRequest(gpu="A100", workloads=wl, demand={"training": tuple(train), "inference": tuple(infer)},
-                      offers=offers, gap=0.0)
+    req = PlanRequest(
+        gpu="A100", workloads=wl, demand={"training": tuple(train), "inference": tuple(infer)}, offers=offers, gap=0.0
+    )
     _compare(req)
 
 
@@ -176,22 +204,35 @@ def _compare(req: PlanRequest) -> None:
     # a gang on one GPU model in one location
     for w in req.workloads:
         if w.gang:
-            places = ({gang_site(a.offer) for a in plan.allocations if a.workload == w.name}
-                      | {gang_site(r.offer) for r in plan.reservations if any(r.gpus_used_by_slot.get(w.name, ()))})
+            places = {gang_site(a.offer) for a in plan.allocations if a.workload == w.name} | {
+                gang_site(r.offer) for r in plan.reservations if any(r.gpus_used_by_slot.get(w.name, ()))
+            }
             assert len(places) <= 1
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(offers=st.lists(offer_st, min_size=2, max_size=8, unique_by=lambda o: o.key),
-       train=st.lists(st.integers(0, 24), min_size=4, max_size=4),
-       infer=st.lists(st.integers(0, 12), min_size=4, max_size=4),
-       spread=st.sampled_from([1, 2]), node=st.sampled_from([None, 8]))
-def test_reductions_change_no_objective(offers: list[Offer], train: list[int], infer: list[int],
-                                         spread: int, node: int | None) -> None:
-    wl = (Workload("training", D("0.5"), node, gang=node is not None, lost_hours_per_interruption=D(1)),
-          Workload("inference", D("0.3"), spread_zones=spread, lost_hours_per_interruption=D("0.05")))
-    req = PlanRequest(gpu="A100", workloads=wl, demand={"training": tuple(train), "inference": tuple(infer)},
-                      offers=offers, interruptions_per_hour=RATE, gap=0.0)
+@given(
+    offers=st.lists(offer_st, min_size=2, max_size=8, unique_by=lambda o: o.key),
+    train=st.lists(st.integers(0, 24), min_size=4, max_size=4),
+    infer=st.lists(st.integers(0, 12), min_size=4, max_size=4),
+    spread=st.sampled_from([1, 2]),
+    node=st.sampled_from([None, 8]),
+)
+def test_reductions_change_no_objective(
+    offers: list[Offer], train: list[int], infer: list[int], spread: int, node: int | None
+) -> None:
+    wl = (
+        Workload("training", D("0.5"), node, gang=node is not None, lost_hours_per_interruption=D(1)),
+        Workload("inference", D("0.3"), spread_zones=spread, lost_hours_per_interruption=D("0.05")),
+    )
+    req = PlanRequest(
+        gpu="A100",
+        workloads=wl,
+        demand={"training": tuple(train), "inference": tuple(infer)},
+        offers=offers,
+        interruptions_per_hour=RATE,
+        gap=0.0,
+    )
     try:
         reduced = solve(req)
     except InfeasibleError:
@@ -209,13 +250,17 @@ def test_reductions_change_no_objective(offers: list[Offer], train: list[int], i
 def test_gang_takes_one_gpu_model_even_when_mixing_would_be_cheaper() -> None:
     # 16 GPUs in zone a: one 8× A100-40GB (10/h, only one to be had at that price? no caps: use spot
     # ceiling to force a mix) — spot 40GB at 1/h may carry half; on demand 80GB is cheaper than 40GB.
-    offers = [off("a", "spot", 8, 1, "A100-40GB"), off("a", "on_demand", 8, 30, "A100-40GB"),
-              off("a", "on_demand", 8, 20, "A100-80GB")]
+    offers = [
+        off("a", "spot", 8, 1, "A100-40GB"),
+        off("a", "on_demand", 8, 30, "A100-40GB"),
+        off("a", "on_demand", 8, 20, "A100-80GB"),
+    ]
     w = Workload("training", D("0.5"), 8, gang=True)
     plan = solve(PlanRequest(gpu="A100", workloads=(w,), demand={"training": (16,)}, offers=offers, gap=0.0))
     assert len({a.offer.gpu for a in plan.allocations}) == 1
     # mixed would be 1 + 20 = 21; one model: 40GB spot + 40GB on demand = 31, or 80GB 2×20 = 40
     assert plan.total_cost_usd == D(31)
-    free = solve(PlanRequest(gpu="A100", workloads=(replace(w, gang=False),), demand={"training": (16,)},
-                             offers=offers, gap=0.0))
+    free = solve(
+        PlanRequest(gpu="A100", workloads=(replace(w, gang=False),), demand={"training": (16,)}, offers=offers, gap=0.0)
+    )
     assert free.total_cost_usd == D(21)

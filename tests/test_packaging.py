@@ -11,14 +11,24 @@ from tests.conftest import ROOT
 
 
 def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     [wheel] = tmp_path.glob("gpuprov-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.startswith("gpuprov-")}
     assert tops == {"gpuprov", "pricing", "policies", "provisioner", "terraform"}
-    for needed in ("pricing/data/offers.csv.gz", "pricing/data/snapshot.json", "policies/presets/day-night.yaml",
-                   "terraform/schemas/aws/aws_autoscaling_group.json", "terraform/schemas/PROVENANCE.md",
-                   "provisioner/drivers/aws.py", "gpuprov/commands/plan.py"):
+    for needed in (
+        "pricing/data/offers.csv.gz",
+        "pricing/data/snapshot.json",
+        "policies/presets/day-night.yaml",
+        "terraform/schemas/aws/aws_autoscaling_group.json",
+        "terraform/schemas/PROVENANCE.md",
+        "provisioner/drivers/aws.py",
+        "gpuprov/commands/plan.py",
+    ):
         assert needed in names, needed
     assert not any(n.startswith(("tests/", "benchmarks/", "data/", "scripts/")) for n in names)

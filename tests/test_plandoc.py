@@ -46,31 +46,34 @@ def _mutate(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 _DELETE = object()
 
 
-@pytest.mark.parametrize(("path", "value", "words"), [
-    ("schema_version", 1, "schema_version 1 is from an older gpuprov"),
-    ("schema_version", 99, "schema_version 99 is from a newer gpuprov"),
-    ("schema_version", _DELETE, "no schema_version"),
-    ("schema_version", "2", "schema_version must be a whole number"),
-    ("horizon_hours", 12, "field horizon_hours"),
-    ("timezone", "Mars/Olympus", "field timezone"),
-    ("slot_origin", "month", "field slot_origin"),
-    ("costs.hourly_usd", 1.5, "field costs.hourly_usd"),          # money is a decimal string, not a float
-    ("costs.hourly_usd", "lots", "field costs.hourly_usd"),
-    ("costs.hourly_usd", "-1", "field costs.hourly_usd"),
-    ("costs.hourly_usd", "NaN", "field costs.hourly_usd"),
-    ("allocations.0.market", "reserved_5y", "field allocations.0.market"),
-    ("allocations.0.cloud", "ibm", "field allocations.0.cloud"),
-    ("allocations.0.instances_by_slot", [1, 2], "field allocations.0.instances_by_slot"),
-    ("allocations.0.instances_by_slot", [-1] * 24, "field allocations.0.instances_by_slot"),
-    ("allocations.0.workload", "nobody", "field allocations.0.workload"),
-    ("allocations.0.gpus_per_instance", 0, "field allocations.0.gpus_per_instance"),
-    ("allocations.0.surprise", True, "field allocations.0.surprise"),
-    ("windows.0.start_slot", 30, "field windows.0.start_slot"),
-    ("plan_id", "../../etc", "field plan_id"),
-    ("created_at", "yesterday", "field created_at"),
-    ("reservations.0.term_hours", 100, "field reservations.0.term_hours"),
-    ("reservations.0.gpus_used_by_slot.training", [9999] * 24, "field reservations.0.gpus_used_by_slot"),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "words"),
+    [
+        ("schema_version", 1, "schema_version 1 is from an older gpuprov"),
+        ("schema_version", 99, "schema_version 99 is from a newer gpuprov"),
+        ("schema_version", _DELETE, "no schema_version"),
+        ("schema_version", "2", "schema_version must be a whole number"),
+        ("horizon_hours", 12, "field horizon_hours"),
+        ("timezone", "Mars/Olympus", "field timezone"),
+        ("slot_origin", "month", "field slot_origin"),
+        ("costs.hourly_usd", 1.5, "field costs.hourly_usd"),  # money is a decimal string, not a float
+        ("costs.hourly_usd", "lots", "field costs.hourly_usd"),
+        ("costs.hourly_usd", "-1", "field costs.hourly_usd"),
+        ("costs.hourly_usd", "NaN", "field costs.hourly_usd"),
+        ("allocations.0.market", "reserved_5y", "field allocations.0.market"),
+        ("allocations.0.cloud", "ibm", "field allocations.0.cloud"),
+        ("allocations.0.instances_by_slot", [1, 2], "field allocations.0.instances_by_slot"),
+        ("allocations.0.instances_by_slot", [-1] * 24, "field allocations.0.instances_by_slot"),
+        ("allocations.0.workload", "nobody", "field allocations.0.workload"),
+        ("allocations.0.gpus_per_instance", 0, "field allocations.0.gpus_per_instance"),
+        ("allocations.0.surprise", True, "field allocations.0.surprise"),
+        ("windows.0.start_slot", 30, "field windows.0.start_slot"),
+        ("plan_id", "../../etc", "field plan_id"),
+        ("created_at", "yesterday", "field created_at"),
+        ("reservations.0.term_hours", 100, "field reservations.0.term_hours"),
+        ("reservations.0.gpus_used_by_slot.training", [9999] * 24, "field reservations.0.gpus_used_by_slot"),
+    ],
+)
 def test_bad_documents_are_refused_naming_the_field(path: str, value: Any, words: str) -> None:
     good = to_dict(planned("day_night"))
     assert good["allocations"] and good["reservations"] and good["windows"]
@@ -86,7 +89,8 @@ def test_junk_is_refused(text: str) -> None:
 
 @pytest.mark.parametrize("command", [["terraform", "{file}", "--out", "{out}"], ["apply", "{file}"]])
 def test_cli_refuses_a_bad_file_with_one_line_and_renders_or_launches_nothing(
-        command: list[str], tmp_path: Path, fake_clouds: dict[Any, Any]) -> None:
+    command: list[str], tmp_path: Path, fake_clouds: dict[Any, Any]
+) -> None:
     doc = _mutate(to_dict(planned("day_night")), "schema_version", SCHEMA_VERSION + 1)
     bad = tmp_path / "plan.json"
     bad.write_text(json.dumps(doc), encoding="utf-8")

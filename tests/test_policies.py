@@ -30,9 +30,9 @@ def test_weekday_weekend_preset_covers_the_week() -> None:
     monday_noon, saturday_noon, monday_3am, friday_22 = 12, 5 * 24 + 12, 3, 4 * 24 + 22
     assert d["inference"][monday_noon] == 70
     assert d["inference"][saturday_noon] == 10
-    assert d["training"][monday_3am] == 90          # before the first weekday window: default
-    assert d["training"][friday_22] == 90           # Friday night belongs to the weekend
-    assert d["training"][24 + 3] == 80              # Tuesday 03:00: Monday's night window
+    assert d["training"][monday_3am] == 90  # before the first weekday window: default
+    assert d["training"][friday_22] == 90  # Friday night belongs to the weekend
+    assert d["training"][24 + 3] == 80  # Tuesday 03:00: Monday's night window
 
 
 def test_every_preset_loads_and_checks(tmp_path: Path) -> None:
@@ -63,26 +63,43 @@ def _write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("workloads: {training: {max_spot_fraction: 1.5}}\nschedule: {default: {training: 8}}",
-     "workloads.training.max_spot_fraction: must be between 0 and 1"),
-    ("workloads: {training: {}}\nschedule: {default: {training: 8}}\nhorizon_hours: 12",
-     "horizon_hours: must be 24 (a day) or 168 (a week)"),
-    ("workloads: {training: {}}\nschedule: {default: {training: 8}}\ntimezone: Mars/Olympus",
-     "timezone: unknown time zone"),
-    ("workloads: {trainig: {}}", "workloads.trainig: unknown key"),
-    ("workloads: {training: {}}\nschedule: {windows: [{start: '8:30', end: '20:00', demand: {training: 1}}]}",
-     "schedule.windows[0].start: must be a whole hour"),
-    ("workloads: {training: {}}\nschedule: {windows: [{start: '08:00', demand: {training: 1}}]}",
-     "schedule.windows[0].end: is required"),
-    ("workloads: {training: {}}\nschedule: {default: {inference: 8}}", "schedule.default.inference: unknown key"),
-    ("workloads: {training: {gang: yes please}}\nschedule: {default: {training: 8}}",
-     "workloads.training.gang: must be true or false"),
-    ("workloads: {training: {}}\nschedule: {default: {training: 8}}\nmarkets: [spot, bargain]",
-     "markets[1]: unknown value (expected one of"),
-    ("workloads: [training]", "workloads: must be a mapping"),
-    ("workloads: {training: {}\n", "line"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "workloads: {training: {max_spot_fraction: 1.5}}\nschedule: {default: {training: 8}}",
+            "workloads.training.max_spot_fraction: must be between 0 and 1",
+        ),
+        (
+            "workloads: {training: {}}\nschedule: {default: {training: 8}}\nhorizon_hours: 12",
+            "horizon_hours: must be 24 (a day) or 168 (a week)",
+        ),
+        (
+            "workloads: {training: {}}\nschedule: {default: {training: 8}}\ntimezone: Mars/Olympus",
+            "timezone: unknown time zone",
+        ),
+        ("workloads: {trainig: {}}", "workloads.trainig: unknown key"),
+        (
+            "workloads: {training: {}}\nschedule: {windows: [{start: '8:30', end: '20:00', demand: {training: 1}}]}",
+            "schedule.windows[0].start: must be a whole hour",
+        ),
+        (
+            "workloads: {training: {}}\nschedule: {windows: [{start: '08:00', demand: {training: 1}}]}",
+            "schedule.windows[0].end: is required",
+        ),
+        ("workloads: {training: {}}\nschedule: {default: {inference: 8}}", "schedule.default.inference: unknown key"),
+        (
+            "workloads: {training: {gang: yes please}}\nschedule: {default: {training: 8}}",
+            "workloads.training.gang: must be true or false",
+        ),
+        (
+            "workloads: {training: {}}\nschedule: {default: {training: 8}}\nmarkets: [spot, bargain]",
+            "markets[1]: unknown value (expected one of",
+        ),
+        ("workloads: [training]", "workloads: must be a mapping"),
+        ("workloads: {training: {}\n", "line"),
+    ],
+)
 def test_errors_name_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = _write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
@@ -98,13 +115,26 @@ def test_unknown_policy_name_lists_presets() -> None:
 
 
 def _offer(region: str, itype: str = "p4d.24xlarge", market: Market = Market.ON_DEMAND) -> Offer:
-    return Offer(cloud=Cloud.AWS, region=region, zone=None, instance_type=itype, gpu="A100-40GB",
-                 gpus_per_instance=8, gpu_memory_gib=40, vcpus=96, memory_gib=Decimal(1152),
-                 market=market, hourly_usd=Decimal(30))
+    return Offer(
+        cloud=Cloud.AWS,
+        region=region,
+        zone=None,
+        instance_type=itype,
+        gpu="A100-40GB",
+        gpus_per_instance=8,
+        gpu_memory_gib=40,
+        vcpus=96,
+        memory_gib=Decimal(1152),
+        market=market,
+        hourly_usd=Decimal(30),
+    )
 
 
 def test_filters_and_caps(tmp_path: Path) -> None:
-    pol = loader.load(_write(tmp_path, """
+    pol = loader.load(
+        _write(
+            tmp_path,
+            """
 workloads: {training: {}}
 schedule: {default: {training: 16}}
 regions: {allow: ["us-*"], deny: ["us-west-*"]}
@@ -115,7 +145,9 @@ caps:
     - {instance_type: "p4d.*", max_instances: 5}
   regions:
     - {cloud: aws, region: us-east-1, max_instances: 4}
-"""))
+""",
+        )
+    )
     east, west, eu = _offer("us-east-1"), _offer("us-west-2"), _offer("eu-west-1")
     assert [constraints.allowed(pol, o) for o in (east, west, eu)] == [True, False, False]
     assert not constraints.allowed(pol, _offer("us-east-1", market=Market.SPOT))
@@ -124,9 +156,14 @@ caps:
 
 
 def test_absolute_and_percent_amounts(tmp_path: Path) -> None:
-    pol = loader.load(_write(tmp_path, """
+    pol = loader.load(
+        _write(
+            tmp_path,
+            """
 workloads: {training: {}, inference: {}}
 schedule: {default: {training: 10, inference: "25%"}}
-"""))
+""",
+        )
+    )
     d = demand_slots(pol, 40)
     assert d["training"] == (10,) * 24 and d["inference"] == (10,) * 24

@@ -20,9 +20,19 @@ T0 = datetime(2026, 5, 20, tzinfo=UTC)
 
 
 def offer(price: str, zone: str = "use1-az1", market: Market = Market.ON_DEMAND, cloud: Cloud = Cloud.AWS) -> Offer:
-    return Offer(cloud=cloud, region="us-east-1", zone=zone, instance_type="p4d.24xlarge", gpu="A100-40GB",
-                 gpus_per_instance=8, gpu_memory_gib=40, vcpus=96, memory_gib=Decimal("1152"),
-                 market=market, hourly_usd=Decimal(price))
+    return Offer(
+        cloud=cloud,
+        region="us-east-1",
+        zone=zone,
+        instance_type="p4d.24xlarge",
+        gpu="A100-40GB",
+        gpus_per_instance=8,
+        gpu_memory_gib=40,
+        vcpus=96,
+        memory_gib=Decimal("1152"),
+        market=market,
+        hourly_usd=Decimal(price),
+    )
 
 
 def test_schema_versions_agree() -> None:
@@ -54,7 +64,7 @@ def test_a_failed_write_leaves_the_current_snapshot_alone(db_url: str) -> None:
     cat = Catalog(db_url)
     cat.add_snapshot("good", Cloud.AWS, T0, [offer("30")])
     bad = offer("31")
-    object.__setattr__(bad, "gpus_per_instance", None)   # NOT NULL column: the insert fails mid-way
+    object.__setattr__(bad, "gpus_per_instance", None)  # NOT NULL column: the insert fails mid-way
     with pytest.raises(StoreError):
         cat.add_snapshot("bad", Cloud.AWS, T0, [offer("1"), bad])
     assert [s.source for s in cat.snapshots()] == ["good"]
@@ -92,7 +102,7 @@ def test_sqlite_fast_reader_and_sqlalchemy_reader_agree(_isolated_db: str) -> No
     cat.add_snapshot("a", Cloud.AWS, T0, [offer("30"), offer("9", market=Market.SPOT), offer("20", zone="z2")])
     fast = cat.offers(["A100-40GB"], markets=[Market.ON_DEMAND])
     slow = Catalog(_isolated_db)
-    slow._path = None          # force the SQLAlchemy path, as for PostgreSQL
+    slow._path = None  # force the SQLAlchemy path, as for PostgreSQL
     assert sorted(slow.offers(["A100-40GB"], markets=[Market.ON_DEMAND]), key=str) == sorted(fast, key=str)
     assert slow.snapshots() == cat.snapshots()
 
@@ -127,5 +137,6 @@ def test_a_version_1_database_is_upgraded_in_place(_isolated_db: str) -> None:
     assert [o.hourly_usd for o in again.offers(["A100-40GB"])] == [Decimal(30)]
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == (
-            database_mod.SCHEMA_VERSION,)
+            database_mod.SCHEMA_VERSION,
+        )
         assert con.execute("SELECT count(*) FROM gpuprov_plan").fetchone() == (0,)

@@ -31,8 +31,7 @@ def parse_clouds(values: Sequence[str] | None) -> list[Cloud] | None:
         try:
             out.append(Cloud(n.lower()))
         except ValueError:
-            raise UsageError(f"unknown cloud {n!r}",
-                             f"choose from {', '.join(c.value for c in Cloud)}") from None
+            raise UsageError(f"unknown cloud {n!r}", f"choose from {', '.join(c.value for c in Cloud)}") from None
     return out
 
 
@@ -40,16 +39,21 @@ def parse_markets(values: Sequence[str] | None) -> list[Market] | None:
     names = split(values)
     if not names or names == ["all"]:
         return None
-    aliases = {"ondemand": "on_demand", "on-demand": "on_demand", "od": "on_demand",
-               "reserved": "reserved_1y", "reserved-1y": "reserved_1y", "reserved-3y": "reserved_3y"}
+    aliases = {
+        "ondemand": "on_demand",
+        "on-demand": "on_demand",
+        "od": "on_demand",
+        "reserved": "reserved_1y",
+        "reserved-1y": "reserved_1y",
+        "reserved-3y": "reserved_3y",
+    }
     out = []
     for n in names:
         key = aliases.get(n.lower(), n.lower())
         try:
             out.append(Market(key))
         except ValueError:
-            raise UsageError(f"unknown market {n!r}",
-                             f"choose from {', '.join(m.value for m in Market)}") from None
+            raise UsageError(f"unknown market {n!r}", f"choose from {', '.join(m.value for m in Market)}") from None
     return out
 
 
@@ -92,7 +96,7 @@ def open_catalog() -> tuple[Any, list[SnapshotInfo]]:
         from pricing.snapshot import load_bundled
 
         for snap in load_bundled():
-            if snap.cloud not in have:     # a cloud never refreshed nor imported starts from the bundle
+            if snap.cloud not in have:  # a cloud never refreshed nor imported starts from the bundle
                 catalog.add_snapshot(snap.source, snap.cloud, snap.as_of, snap.offers, note=snap.note)
         current = catalog.snapshots(current_only=True)
     return catalog, current
@@ -107,8 +111,9 @@ def discounts() -> Any:
     return load_discounts({"discounts": {k: str(v) for k, v in cfg.discounts.items()}} if cfg.discounts else None)
 
 
-def read_offers(catalog: Any, names: Sequence[str], clouds: list[Cloud] | None = None,
-                markets: list[Market] | None = None) -> list[Offer]:
+def read_offers(
+    catalog: Any, names: Sequence[str], clouds: list[Cloud] | None = None, markets: list[Market] | None = None
+) -> list[Offer]:
     offers: list[Offer] = catalog.offers(names, clouds, markets)
     found = discounts()
     if found:
@@ -118,8 +123,13 @@ def read_offers(catalog: Any, names: Sequence[str], clouds: list[Cloud] | None =
     return offers
 
 
-def select_offers(catalog: Any, gpu_type: str, clouds: list[Cloud] | None, markets: list[Market] | None,
-                  region_globs: Sequence[str] | None) -> tuple[tuple[str, ...], list[Offer]]:
+def select_offers(
+    catalog: Any,
+    gpu_type: str,
+    clouds: list[Cloud] | None,
+    markets: list[Market] | None,
+    region_globs: Sequence[str] | None,
+) -> tuple[tuple[str, ...], list[Offer]]:
     from pricing.gpus import resolve
 
     names = resolve(gpu_type)
@@ -154,6 +164,8 @@ def warn_if_stale(snapshots: Sequence[SnapshotInfo], max_age_hours: Decimal, whe
     if old:
         oldest = min(s.fetched_at for s in old)
         days = (when - oldest).total_seconds() / 86400
-        warn(f"prices of {', '.join(sorted(s.cloud.value for s in old))} are older than "
-             f"{max_age_hours} h (oldest {oldest:%Y-%m-%d}, {days:.0f} days); "
-             "run 'gpuprov pricing refresh' for live prices")
+        warn(
+            f"prices of {', '.join(sorted(s.cloud.value for s in old))} are older than "
+            f"{max_age_hours} h (oldest {oldest:%Y-%m-%d}, {days:.0f} days); "
+            "run 'gpuprov pricing refresh' for live prices"
+        )

@@ -22,8 +22,9 @@ from provisioner.base import Driver, InstanceHandle
 FAKE_ENV = "GPUPROV_FAKE_CLOUD"
 
 
-def make(clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[Cloud, set[str]],
-         cfg: Config) -> dict[Cloud, Driver]:
+def make(
+    clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[Cloud, set[str]], cfg: Config
+) -> dict[Cloud, Driver]:
     """Drivers for these clouds. ``GPUPROV_FAKE_CLOUD=/path/state`` gives in-memory fakes kept in
     JSON files beside that path instead (for dry runs and tests; nothing is launched)."""
     fake = os.environ.get(FAKE_ENV)
@@ -36,19 +37,24 @@ def make(clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[
         elif cloud is Cloud.AWS:
             from provisioner.drivers.aws import AwsDriver
 
-            listed = set(cfg.aws.get("regions", []))       # none listed: every region the account sees
+            listed = set(cfg.aws.get("regions", []))  # none listed: every region the account sees
             aws_regions = (listed | set(regions.get(cloud, set()))) if listed else set()
-            out[cloud] = AwsDriver(sorted(aws_regions), image=cfg.aws.get("image"),
-                                   subnets=cfg.aws.get("subnets"), key_name=cfg.aws.get("key_name"))
+            out[cloud] = AwsDriver(
+                sorted(aws_regions),
+                image=cfg.aws.get("image"),
+                subnets=cfg.aws.get("subnets"),
+                key_name=cfg.aws.get("key_name"),
+            )
         elif cloud is Cloud.GCP:
             from provisioner.drivers.gcp import GcpDriver
 
             project = cfg.gcp.get("project")
             if not project:
-                raise ConfigError("no GCP project configured",
-                                  hint="set gcp.project in the config or GOOGLE_CLOUD_PROJECT")
+                raise ConfigError(
+                    "no GCP project configured", hint="set gcp.project in the config or GOOGLE_CLOUD_PROJECT"
+                )
             kwargs: dict[str, Any] = {k: cfg.gcp[k] for k in ("image", "network", "subnetwork") if k in cfg.gcp}
-            listed = set(cfg.gcp.get("zones", []))          # none listed: every zone (aggregated list)
+            listed = set(cfg.gcp.get("zones", []))  # none listed: every zone (aggregated list)
             gcp_zones = (listed | set(zones.get(cloud, set()))) if listed else set()
             out[cloud] = GcpDriver(project, sorted(gcp_zones), **kwargs)
         else:
@@ -57,17 +63,28 @@ def make(clouds: Collection[Cloud], regions: dict[Cloud, set[str]], zones: dict[
 
             sub, group = cfg.azure.get("subscription_id"), cfg.azure.get("resource_group")
             if not sub or not group:
-                raise ConfigError("no Azure subscription or resource group configured",
-                                  hint="set azure.subscription_id and azure.resource_group in the config")
-            extra = {k: cfg.azure[k] for k in ("image_reference", "admin_username", "ssh_public_key", "subnet_id")
-                     if k in cfg.azure}
+                raise ConfigError(
+                    "no Azure subscription or resource group configured",
+                    hint="set azure.subscription_id and azure.resource_group in the config",
+                )
+            extra = {
+                k: cfg.azure[k]
+                for k in ("image_reference", "admin_username", "ssh_public_key", "subnet_id")
+                if k in cfg.azure
+            }
             locations = sorted(regions.get(cloud, set()) | set(cfg.azure.get("regions", []))) or ["eastus"]
             out[cloud] = PerRegion(cloud, {loc: AzureDriver(sub, group, loc, **extra) for loc in locations})
     return out
 
 
-AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-           "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_ENDPOINT_URL")
+AWS_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_ENDPOINT_URL",
+)
 
 
 def configured(cfg: Config) -> set[Cloud]:
@@ -76,8 +93,12 @@ def configured(cfg: Config) -> set[Cloud]:
         return set(Cloud)
     out: set[Cloud] = set()
     home = Path.home()
-    if cfg.aws or any(os.environ.get(k) for k in AWS_ENV) or (home / ".aws" / "credentials").exists() \
-            or (home / ".aws" / "config").exists():
+    if (
+        cfg.aws
+        or any(os.environ.get(k) for k in AWS_ENV)
+        or (home / ".aws" / "credentials").exists()
+        or (home / ".aws" / "config").exists()
+    ):
         out.add(Cloud.AWS)
     if cfg.gcp.get("project"):
         out.add(Cloud.GCP)
@@ -86,8 +107,12 @@ def configured(cfg: Config) -> set[Cloud]:
     return out
 
 
-def for_fleet(cfg: Config, needed: set[Cloud], regions: dict[Cloud, set[str]], zones: dict[Cloud, set[str]],
-              ) -> tuple[dict[Cloud, Driver], dict[Cloud, str]]:
+def for_fleet(
+    cfg: Config,
+    needed: set[Cloud],
+    regions: dict[Cloud, set[str]],
+    zones: dict[Cloud, set[str]],
+) -> tuple[dict[Cloud, Driver], dict[Cloud, str]]:
     """Drivers for every cloud the fleet may run in: ``needed`` (named by a plan, the mirror or
     the journal: a missing setting there is an error) and every configured one (a missing extra
     or setting there is reported in the second map and skipped)."""

@@ -30,7 +30,7 @@ from gpuprov.models import Cloud
 if TYPE_CHECKING:
     from gpuprov.plandoc import PlanDocument
 
-FAULT_ENV = "GPUPROV_FAULT"        # testing only: "after-launch:3" SIGKILLs the run after its 3rd launch
+FAULT_ENV = "GPUPROV_FAULT"  # testing only: "after-launch:3" SIGKILLs the run after its 3rd launch
 MAX_FAILOVERS = 10
 
 
@@ -40,8 +40,9 @@ def _slot(doc: PlanDocument, when: datetime) -> int:
     return slot_at(doc, when)
 
 
-def scope(docs: Sequence[PlanDocument], mirrored: Sequence[Any]) -> tuple[set[Cloud], dict[Cloud, set[str]],
-                                                                      dict[Cloud, set[str]]]:
+def scope(
+    docs: Sequence[PlanDocument], mirrored: Sequence[Any]
+) -> tuple[set[Cloud], dict[Cloud, set[str]], dict[Cloud, set[str]]]:
     clouds: set[Cloud] = set()
     regions: dict[Cloud, set[str]] = {c: set() for c in Cloud}
     zones: dict[Cloud, set[str]] = {c: set() for c in Cloud}
@@ -69,6 +70,7 @@ def _fault() -> Callable[[str, int], None] | None:
     def hook(name: str, n: int) -> None:
         if name == event and n == int(count):
             os.kill(os.getpid(), signal.SIGKILL)
+
     return hook
 
 
@@ -79,9 +81,9 @@ def check_fresh(doc: PlanDocument, limit_h: Decimal, allow_stale: bool, when: da
     age = when - as_of
     if age > timedelta(hours=float(limit_h)):
         raise StalePricesError(
-            f"plan {doc.plan_id} rests on prices from {as_of:%Y-%m-%d}, {age.days} days old "
-            f"(the limit is {limit_h} h)",
-            hint="refresh prices and plan again, or pass --allow-stale to apply anyway")
+            f"plan {doc.plan_id} rests on prices from {as_of:%Y-%m-%d}, {age.days} days old (the limit is {limit_h} h)",
+            hint="refresh prices and plan again, or pass --allow-stale to apply anyway",
+        )
 
 
 def diff_table(d: Any, title: str) -> Any:
@@ -102,8 +104,14 @@ def diff_table(d: Any, title: str) -> Any:
         rows[key] = rows.get(key, 0) + 1
     for key, n in sorted(rows.items()):
         pool = (key[1], "", key[2], key[3], key[4], key[5])
-        price = next((p for k, p in d.prices.items() if (k[0], k[2] or k[1], k[3], k[4], k[5]) ==
-                      (pool[0], pool[2], pool[3], pool[4], pool[5])), None)
+        price = next(
+            (
+                p
+                for k, p in d.prices.items()
+                if (k[0], k[2] or k[1], k[3], k[4], k[5]) == (pool[0], pool[2], pool[3], pool[4], pool[5])
+            ),
+            None,
+        )
         table.add_row(*key, str(n), "?" if price is None else f"${price:,.2f}")
     return table
 
@@ -158,9 +166,13 @@ def register(app: typer.Typer) -> None:
         patience = _wait(wait)
         doc = _load_plan(plan)
         planned_cap = doc.request.budget_per_hour
-        cap = (common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9) if budget
-               else cfg.limits.budget_per_hour if cfg.limits.budget_per_hour is not None
-               else planned_cap)
+        cap = (
+            common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9)
+            if budget
+            else cfg.limits.budget_per_hour
+            if cfg.limits.budget_per_hour is not None
+            else planned_cap
+        )
         when = common.now()
         try:
             check_fresh(doc, cfg.limits.max_price_age_hours, allow_stale, when)
@@ -191,8 +203,17 @@ def register(app: typer.Typer) -> None:
                 state.mirror(who, actual, common.now())
                 d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
                 try:
-                    engine.execute(d, drivers, state, who, common.now, budget_per_hour=cap, max_launch=limit,
-                                   fault=_fault(), before_call=lock.guard)
+                    engine.execute(
+                        d,
+                        drivers,
+                        state,
+                        who,
+                        common.now,
+                        budget_per_hour=cap,
+                        max_launch=limit,
+                        fault=_fault(),
+                        before_call=lock.guard,
+                    )
                 except CapacityError as exc:
                     ttl = timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes))
                     state.mark_unavailable(exc.pool, common.now() + ttl, exc.message)
@@ -245,8 +266,18 @@ def register(app: typer.Typer) -> None:
                 plans[pid] = None
         groups: dict[tuple[str, ...], list[Any]] = {}
         for h in handles:
-            groups.setdefault((h.plan_id, h.cloud.value, h.zone or h.region, h.instance_type, h.market.value,
-                               h.workload, h.problem or ""), []).append(h)
+            groups.setdefault(
+                (
+                    h.plan_id,
+                    h.cloud.value,
+                    h.zone or h.region,
+                    h.instance_type,
+                    h.market.value,
+                    h.workload,
+                    h.problem or "",
+                ),
+                [],
+            ).append(h)
         rows: list[dict[str, Any]] = []
         now = common.now()
         for key, hs in sorted(groups.items()):
@@ -258,33 +289,76 @@ def register(app: typer.Typer) -> None:
                 w = wanted(doc, _slot(doc, now)).get(hs[0].pool)
                 if w is not None:
                     price, want = w.unit_hourly_usd, w.count
-            rows.append({"plan": key[0], "cloud": key[1], "location": key[2], "instance_type": key[3],
-                         "market": key[4], "workload": key[5], "instances": len(hs), "planned": want,
-                         "hourly_usd": None if price is None else price * len(hs), "problem": key[6] or None})
+            rows.append(
+                {
+                    "plan": key[0],
+                    "cloud": key[1],
+                    "location": key[2],
+                    "instance_type": key[3],
+                    "market": key[4],
+                    "workload": key[5],
+                    "instances": len(hs),
+                    "planned": want,
+                    "hourly_usd": None if price is None else price * len(hs),
+                    "problem": key[6] or None,
+                }
+            )
         total = sum((r["hourly_usd"] or Decimal(0) for r in rows), Decimal(0))
         if fmt == "json":
             for r in rows:
                 r["hourly_usd"] = None if r["hourly_usd"] is None else str(r["hourly_usd"])
-            json.dump({"owner": who, "instances": len(handles), "hourly_usd": str(total), "groups": rows,
-                       "source": "mirror" if cached else "live",
-                       "unasked": {c.value: why for c, why in sorted({**skipped, **failed}.items())}},
-                      sys.stdout, indent=2)
+            json.dump(
+                {
+                    "owner": who,
+                    "instances": len(handles),
+                    "hourly_usd": str(total),
+                    "groups": rows,
+                    "source": "mirror" if cached else "live",
+                    "unasked": {c.value: why for c, why in sorted({**skipped, **failed}.items())},
+                },
+                sys.stdout,
+                indent=2,
+            )
             sys.stdout.write("\n")
         else:
             from rich.table import Table
 
-            source = (f"the database's mirror from {seen:%Y-%m-%d %H:%M} UTC, no cloud asked" if cached and seen
-                      else "the database's mirror (empty), no cloud asked" if cached else "live")
-            table = Table(title=f"fleet {who}: {len(handles)} instances, ${total:,.2f}/h ({source})",
-                          title_justify="left")
-            for col in ("plan", "cloud", "location", "instance type", "market", "workload", "running", "planned",
-                        "$/h", "note"):
+            source = (
+                f"the database's mirror from {seen:%Y-%m-%d %H:%M} UTC, no cloud asked"
+                if cached and seen
+                else "the database's mirror (empty), no cloud asked"
+                if cached
+                else "live"
+            )
+            table = Table(
+                title=f"fleet {who}: {len(handles)} instances, ${total:,.2f}/h ({source})", title_justify="left"
+            )
+            for col in (
+                "plan",
+                "cloud",
+                "location",
+                "instance type",
+                "market",
+                "workload",
+                "running",
+                "planned",
+                "$/h",
+                "note",
+            ):
                 table.add_column(col, no_wrap=True)
             for r in rows:
-                table.add_row(r["plan"] or "?", r["cloud"], r["location"], r["instance_type"], r["market"],
-                              r["workload"] or "?", str(r["instances"]),
-                              "?" if r["planned"] is None else str(r["planned"]),
-                              "?" if r["hourly_usd"] is None else f"${r['hourly_usd']:,.2f}", r["problem"] or "")
+                table.add_row(
+                    r["plan"] or "?",
+                    r["cloud"],
+                    r["location"],
+                    r["instance_type"],
+                    r["market"],
+                    r["workload"] or "?",
+                    str(r["instances"]),
+                    "?" if r["planned"] is None else str(r["planned"]),
+                    "?" if r["hourly_usd"] is None else f"${r['hourly_usd']:,.2f}",
+                    r["problem"] or "",
+                )
             common.console().print(table)
         _fail_if_unasked(failed, skipped, "status does not show what runs in")
 
@@ -313,9 +387,10 @@ def register(app: typer.Typer) -> None:
         drivers, skipped = _fleet(cfg, who, docs, state)
         out = common.console()
         if not drivers:
-            raise ConfigError("no cloud is configured or has credentials, and this fleet has used none: "
-                              "nothing was asked",
-                              hint="configure the clouds the fleet runs in (see gpuprov/config.py)")
+            raise ConfigError(
+                "no cloud is configured or has credentials, and this fleet has used none: nothing was asked",
+                hint="configure the clouds the fleet runs in (see gpuprov/config.py)",
+            )
         if not yes:
             actual, failed = driver_factory.describe_all(drivers, who)
             doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
@@ -333,8 +408,9 @@ def register(app: typer.Typer) -> None:
             if not failed:
                 state.mirror(who, remaining, common.now())
         if failed or skipped:
-            out.print(f"terminated {len(doomed)} instances of fleet {who}; "
-                      f"{len(remaining)} remain where the clouds answered")
+            out.print(
+                f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain where the clouds answered"
+            )
         else:
             out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
         _fail_if_unasked(failed, skipped, "destroy could not end what runs in")
@@ -345,14 +421,17 @@ def _must_answer(doc: PlanDocument, failed: Mapping[Cloud, str]) -> None:
     for a in doc.placements():
         cloud = Cloud(a.cloud)
         if cloud in failed:
-            raise ProvisioningError(f"could not ask {cloud.value} what the fleet runs: {failed[cloud]}",
-                                    hint="nothing was changed")
+            raise ProvisioningError(
+                f"could not ask {cloud.value} what the fleet runs: {failed[cloud]}", hint="nothing was changed"
+            )
 
 
 def _fail_if_unasked(failed: Mapping[Cloud, str], skipped: Mapping[Cloud, str], what: str) -> None:
     if failed or skipped:
-        raise ProvisioningError(f"{what} {_unasked(failed, skipped)}",
-                                hint="fix the configuration or credentials of those clouds and run it again")
+        raise ProvisioningError(
+            f"{what} {_unasked(failed, skipped)}",
+            hint="fix the configuration or credentials of those clouds and run it again",
+        )
 
 
 def _plans_of(handles: Sequence[Any]) -> list[PlanDocument]:
@@ -377,21 +456,33 @@ def _replan(doc: PlanDocument, state: Any, tried: list[str]) -> PlanDocument:
     try:
         return planning.replan(doc, offers, snapshots, unavailable, common.now())
     except InfeasibleError as exc:
-        raise ProvisioningError("no plan fits the capacity left; tried: " + "; ".join(tried),
-                                hint=exc.message) from exc
+        raise ProvisioningError("no plan fits the capacity left; tried: " + "; ".join(tried), hint=exc.message) from exc
 
 
 def _report(fmt: str, doc: PlanDocument, slot: int, d: Any, dry: bool, console: Any) -> None:
-    summary = {"plan_id": doc.plan_id, "slot": slot, "dry_run": dry, "launch": len(d.launch),
-               "terminate": len(d.terminate), "keep": len(d.keep), "hourly_usd_before": str(d.hourly_before),
-               "hourly_usd_after": str(d.hourly_after)}
+    summary = {
+        "plan_id": doc.plan_id,
+        "slot": slot,
+        "dry_run": dry,
+        "launch": len(d.launch),
+        "terminate": len(d.terminate),
+        "keep": len(d.keep),
+        "hourly_usd_before": str(d.hourly_before),
+        "hourly_usd_after": str(d.hourly_after),
+    }
     if fmt == "json":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     verb = "would" if dry else "did"
-    console.print(diff_table(d, f"plan {doc.plan_id}, slot {slot}: {verb} launch {len(d.launch)}, "
-                                f"terminate {len(d.terminate)}, keep {len(d.keep)}"))
-    console.print(f"hourly cost ${d.hourly_before:,.2f} -> ${d.hourly_after:,.2f}"
-                  + ("   (dry run: pass --yes to act)" if dry else ""))
-
+    console.print(
+        diff_table(
+            d,
+            f"plan {doc.plan_id}, slot {slot}: {verb} launch {len(d.launch)}, "
+            f"terminate {len(d.terminate)}, keep {len(d.keep)}",
+        )
+    )
+    console.print(
+        f"hourly cost ${d.hourly_before:,.2f} -> ${d.hourly_after:,.2f}"
+        + ("   (dry run: pass --yes to act)" if dry else "")
+    )

@@ -19,8 +19,9 @@ def register(app: typer.Typer) -> None:
     def plan(
         gpus: int = typer.Option(None, "--gpus", "-n", help="GPUs the cluster needs (at its peak)"),
         gpu_type: str = typer.Option(None, "--type", "-t", help="GPU type: a100, a100-80gb, h100, …"),
-        policy: str = typer.Option(None, "--policy", "-p",
-                                   help="policy file or preset: constant, day-night, weekday-weekend"),
+        policy: str = typer.Option(
+            None, "--policy", "-p", help="policy file or preset: constant, day-night, weekday-weekend"
+        ),
         hours: int = typer.Option(None, "--hours", help="plan horizon with a policy: 24 or 168"),
         timezone: str = typer.Option(None, "--timezone", help="the policy's local time zone, e.g. Europe/Berlin"),
         node_gpus: int = typer.Option(None, "--node-gpus", help="GPUs per node; 8 or more makes a one-zone gang"),
@@ -64,9 +65,16 @@ def register(app: typer.Typer) -> None:
             names = resolve(gpu_type)
             workload = planning.flags_workload(node_gpus, spot)
             spec = planning.flags_spec(
-                names, gpus, workload, None if allowed_clouds is None else [c.value for c in allowed_clouds],
-                None if allowed_markets is None else [m.value for m in allowed_markets], common.split(region),
-                solver, gap, time_limit)
+                names,
+                gpus,
+                workload,
+                None if allowed_clouds is None else [c.value for c in allowed_clouds],
+                None if allowed_markets is None else [m.value for m in allowed_markets],
+                common.split(region),
+                solver,
+                gap,
+                time_limit,
+            )
             context = planning.flags_context()
             max_age, total = DEFAULT_MAX_PRICE_AGE_H, gpus
         else:
@@ -75,12 +83,21 @@ def register(app: typer.Typer) -> None:
 
             if timezone is not None:
                 loader.parse_timezone(timezone, "--timezone")
-            pol = constraints.apply(loader.load(policy), constraints.Overrides(
-                gpu=gpu_type, gpus=gpus, hours=hours, timezone=timezone, max_spot_fraction=spot,
-                node_gpus=node_gpus, budget_per_hour=cap,
-                markets=None if allowed_markets is None else tuple(m.value for m in allowed_markets),
-                clouds=None if allowed_clouds is None else tuple(c.value for c in allowed_clouds),
-                regions=None if not region else tuple(common.split(region))))
+            pol = constraints.apply(
+                loader.load(policy),
+                constraints.Overrides(
+                    gpu=gpu_type,
+                    gpus=gpus,
+                    hours=hours,
+                    timezone=timezone,
+                    max_spot_fraction=spot,
+                    node_gpus=node_gpus,
+                    budget_per_hour=cap,
+                    markets=None if allowed_markets is None else tuple(m.value for m in allowed_markets),
+                    clouds=None if allowed_clouds is None else tuple(c.value for c in allowed_clouds),
+                    regions=None if not region else tuple(common.split(region)),
+                ),
+            )
             if pol.gpu is None:
                 raise UsageError(f"policy {pol.name!r} names no GPU type; pass --type")
             if pol.gpus is None:
@@ -143,8 +160,21 @@ def register(app: typer.Typer) -> None:
 
         saved = PlanStore().list()
         if fmt == "json":
-            json.dump([{"id": p.id, "created_at": p.created_at.isoformat(), "gpu": p.gpu, "gpus": p.gpus,
-                        "policy": p.policy, "hourly_usd": p.hourly_usd} for p in saved], sys.stdout, indent=2)
+            json.dump(
+                [
+                    {
+                        "id": p.id,
+                        "created_at": p.created_at.isoformat(),
+                        "gpu": p.gpu,
+                        "gpus": p.gpus,
+                        "policy": p.policy,
+                        "hourly_usd": p.hourly_usd,
+                    }
+                    for p in saved
+                ],
+                sys.stdout,
+                indent=2,
+            )
             sys.stdout.write("\n")
             return
         from rich.table import Table
@@ -153,7 +183,11 @@ def register(app: typer.Typer) -> None:
         for col in ("id", "created (UTC)", "GPUs", "policy", "$/h"):
             table.add_column(col)
         for p in saved:
-            table.add_row(str(p.id), f"{p.created_at:%Y-%m-%d %H:%M}", str(f"{p.gpus}× {p.gpu}"),
-                          str(p.policy), f"${Decimal(p.hourly_usd):,.2f}")
+            table.add_row(
+                str(p.id),
+                f"{p.created_at:%Y-%m-%d %H:%M}",
+                str(f"{p.gpus}× {p.gpu}"),
+                str(p.policy),
+                f"${Decimal(p.hourly_usd):,.2f}",
+            )
         common.console().print(table)
-

@@ -19,8 +19,10 @@ def check(spec: str = typer.Argument(..., help="a policy file or preset name")) 
     total = pol.gpus or 100
     slots = demand_slots(pol, total)
     out = common.console()
-    out.print(f"{spec}: valid policy {pol.name!r}, {pol.horizon_hours} slots in {pol.timezone}, "
-              f"workloads {', '.join(pol.workloads)}" + ("" if pol.gpus else " (demand shown for 100 GPUs)"))
+    out.print(
+        f"{spec}: valid policy {pol.name!r}, {pol.horizon_hours} slots in {pol.timezone}, "
+        f"workloads {', '.join(pol.workloads)}" + ("" if pol.gpus else " (demand shown for 100 GPUs)")
+    )
     for name, row in slots.items():
         out.print(f"  {name:>10}: {' '.join(str(v) for v in row[:24])}{' …' if len(row) > 24 else ''}")
 

@@ -14,8 +14,9 @@ from gpuprov import names
 from gpuprov.commands import common
 from gpuprov.errors import ConfigError, UsageError
 
-pricing_app = typer.Typer(help="The price catalog: refresh from the clouds, import, export, snapshots.",
-                          no_args_is_help=True)
+pricing_app = typer.Typer(
+    help="The price catalog: refresh from the clouds, import, export, snapshots.", no_args_is_help=True
+)
 
 
 @pricing_app.command("refresh")
@@ -41,20 +42,32 @@ def refresh_cmd(
     catalog, _ = common.open_catalog()
     sources = default_sources(clouds)
     out = common.console()
-    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=out, transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+    ) as bar:
         tasks = {s.cloud: bar.add_task(f"{s.cloud.value}: {s.name}", total=None) for s in sources}
 
         def on_event(e: Any) -> None:
-            bar.update(tasks[e.cloud], completed=e.done, total=max(e.total, e.done) or None,
-                       description=f"{e.cloud.value}: {e.note or e.state}"[:28])
+            bar.update(
+                tasks[e.cloud],
+                completed=e.done,
+                total=max(e.total, e.done) or None,
+                description=f"{e.cloud.value}: {e.note or e.state}"[:28],
+            )
 
         result = refresh(sources, catalog, names or None, max_workers=workers, timeout=timeout, progress=on_event)
     for o in result.outcomes:
         if o.ok and o.snapshot is not None:
             skipped = ", ".join(f"{k}: {v}" for k, v in sorted(o.skipped.items())) or "none"
-            out.print(f"{o.cloud.value}: snapshot {o.snapshot.id}, {o.stored} offers "
-                      f"({o.carried_over} carried over), skipped {skipped}; {o.requests} requests in {o.seconds:.1f} s")
+            out.print(
+                f"{o.cloud.value}: snapshot {o.snapshot.id}, {o.stored} offers "
+                f"({o.carried_over} carried over), skipped {skipped}; {o.requests} requests in {o.seconds:.1f} s"
+            )
         else:
             out.print(f"{o.cloud.value}: failed, previous snapshot stays current")
     result.raise_for_failures()
@@ -168,13 +181,17 @@ def snapshots_cmd(output: str = typer.Option("table", "--output", "-o", help="ta
     for col in ("id", "cloud", "source", "fetched (UTC)", "age", "rows", "current"):
         table.add_column(col)
     for s in snaps:
-        table.add_row(str(s.id), s.cloud.value, s.source, f"{s.fetched_at:%Y-%m-%d %H:%M}", render.age(s, now),
-                      str(s.row_count), "yes" if s.current else "")
+        table.add_row(
+            str(s.id),
+            s.cloud.value,
+            s.source,
+            f"{s.fetched_at:%Y-%m-%d %H:%M}",
+            render.age(s, now),
+            str(s.row_count),
+            "yes" if s.current else "",
+        )
     common.console().print(table)
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(pricing_app, name="pricing")
-
-
-

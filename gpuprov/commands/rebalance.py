@@ -18,8 +18,11 @@ from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import GpuprovError, UsageError
 
-rebalance_app = typer.Typer(help="Re-price, re-plan and migrate a running fleet when it pays.",
-                            invoke_without_command=True, no_args_is_help=False)
+rebalance_app = typer.Typer(
+    help="Re-price, re-plan and migrate a running fleet when it pays.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
 IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 
@@ -30,20 +33,36 @@ def cronjob(owner: str, cron: str, image: str, plan: str | None) -> str:
 
     args = ["rebalance", "--once", "--yes", "--owner", owner] + (["--plan", plan] if plan else [])
     doc = {
-        "apiVersion": "batch/v1", "kind": "CronJob",
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
         "metadata": {"name": f"gpuprov-rebalance-{owner}"},
         "spec": {
             "schedule": cron,
-            "concurrencyPolicy": "Forbid",          # the database lease also keeps a second run from acting
+            "concurrencyPolicy": "Forbid",  # the database lease also keeps a second run from acting
             "startingDeadlineSeconds": 300,
-            "jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{
-                    "name": "rebalance", "image": image, "args": args,
-                    "env": [{"name": "GPUPROV_DATABASE_URL",
-                             "valueFrom": {"secretKeyRef": {"name": "gpuprov", "key": "database-url"}}}],
-                }],
-            }}}},
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "rebalance",
+                                    "image": image,
+                                    "args": args,
+                                    "env": [
+                                        {
+                                            "name": "GPUPROV_DATABASE_URL",
+                                            "valueFrom": {"secretKeyRef": {"name": "gpuprov", "key": "database-url"}},
+                                        }
+                                    ],
+                                }
+                            ],
+                        }
+                    },
+                }
+            },
         },
     }
     return str(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
@@ -61,23 +80,25 @@ def systemd_quote(word: str) -> str:
 def systemd_units(owner: str, exe: str, plan: str | None, every: timedelta) -> str:
     args = [exe, "rebalance", "--once", "--yes", "--owner", owner] + (["--plan", plan] if plan else [])
     exec_start = " ".join(systemd_quote(a) for a in args)
-    return (f"# /etc/systemd/system/gpuprov-rebalance-{owner}.service\n"
-            "[Unit]\n"
-            f"Description=gpuprov rebalancing pass for fleet {owner}\n"
-            "After=network-online.target\n\n"
-            "[Service]\n"
-            "Type=oneshot\n"
-            f"ExecStart={exec_start}\n"
-            "EnvironmentFile=-/etc/gpuprov/env\n\n"
-            f"# /etc/systemd/system/gpuprov-rebalance-{owner}.timer\n"
-            "[Unit]\n"
-            f"Description=Run the gpuprov rebalancing pass for fleet {owner} every {every}\n\n"
-            "[Timer]\n"
-            "OnBootSec=2min\n"
-            f"OnUnitActiveSec={int(every.total_seconds())}s\n"
-            "Persistent=true\n\n"
-            "[Install]\n"
-            "WantedBy=timers.target\n")
+    return (
+        f"# /etc/systemd/system/gpuprov-rebalance-{owner}.service\n"
+        "[Unit]\n"
+        f"Description=gpuprov rebalancing pass for fleet {owner}\n"
+        "After=network-online.target\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={exec_start}\n"
+        "EnvironmentFile=-/etc/gpuprov/env\n\n"
+        f"# /etc/systemd/system/gpuprov-rebalance-{owner}.timer\n"
+        "[Unit]\n"
+        f"Description=Run the gpuprov rebalancing pass for fleet {owner} every {every}\n\n"
+        "[Timer]\n"
+        "OnBootSec=2min\n"
+        f"OnUnitActiveSec={int(every.total_seconds())}s\n"
+        "Persistent=true\n\n"
+        "[Install]\n"
+        "WantedBy=timers.target\n"
+    )
 
 
 def parse_every(text: str) -> timedelta:
@@ -124,8 +145,17 @@ def _world(owner: str, plan: str | None, cfg: Any) -> Any:
     def snapshots() -> Any:
         return common.open_catalog()[1]
 
-    return World(drivers=drivers, offers=offers, snapshots=snapshots, refresh=_refresher(clouds), plans=plans,
-                 state=state, fleets=fleets, leases=Leases(), unavailable=lambda now: set(state.unavailable(now)))
+    return World(
+        drivers=drivers,
+        offers=offers,
+        snapshots=snapshots,
+        refresh=_refresher(clouds),
+        plans=plans,
+        state=state,
+        fleets=fleets,
+        leases=Leases(),
+        unavailable=lambda now: set(state.unavailable(now)),
+    )
 
 
 def _refresher(clouds: Any) -> Any:
@@ -140,33 +170,44 @@ def _refresher(clouds: Any) -> Any:
             refresh(default_sources(clouds), catalog).raise_for_failures()
         except GpuprovError as exc:
             common.warn(f"price refresh failed, planning on the prices we have: {exc.message}")
+
     return run
 
 
-def _settings(owner: str, cfg: Any, dry: bool, share: str, min_saving: str, min_fraction: str,
-              hysteresis: str, lead: str) -> Any:
+def _settings(
+    owner: str, cfg: Any, dry: bool, share: str, min_saving: str, min_fraction: str, hysteresis: str, lead: str
+) -> Any:
     from gpuprov.rebalance import Settings
     from gpuprov.store.lease import holder_id
 
-    return Settings(owner=owner, holder=holder_id("gpuprov rebalance"),
-                    disruption_share=common.parse_fraction(share, "--disruption-share"),
-                    min_saving_usd=common.parse_decimal(min_saving, "--min-saving", Decimal(0)),
-                    min_saving_fraction=common.parse_fraction(min_fraction, "--min-saving-fraction"),
-                    hysteresis=parse_every(hysteresis), lead=parse_every(lead) if lead != "0" else timedelta(0),
-                    budget_per_hour=cfg.limits.budget_per_hour, max_launch=cfg.limits.max_launch_per_run,
-                    dry_run=dry)
+    return Settings(
+        owner=owner,
+        holder=holder_id("gpuprov rebalance"),
+        disruption_share=common.parse_fraction(share, "--disruption-share"),
+        min_saving_usd=common.parse_decimal(min_saving, "--min-saving", Decimal(0)),
+        min_saving_fraction=common.parse_fraction(min_fraction, "--min-saving-fraction"),
+        hysteresis=parse_every(hysteresis),
+        lead=parse_every(lead) if lead != "0" else timedelta(0),
+        budget_per_hour=cfg.limits.budget_per_hour,
+        max_launch=cfg.limits.max_launch_per_run,
+        dry_run=dry,
+    )
 
 
 def _show(rec: Any, fmt: str) -> None:
-    doc = {k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
-           for k, v in rec.__dict__.items()}
+    doc = {
+        k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
+        for k, v in rec.__dict__.items()
+    }
     if fmt == "json":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    common.console().print(f"{rec.started_at:%Y-%m-%d %H:%M} {rec.decision}: {rec.reason}; launched {rec.launched}, "
-                           f"terminated {rec.terminated}; ${Decimal(rec.hourly_before_usd):,.2f}/h -> "
-                           f"${Decimal(rec.hourly_after_usd):,.2f}/h")
+    common.console().print(
+        f"{rec.started_at:%Y-%m-%d %H:%M} {rec.decision}: {rec.reason}; launched {rec.launched}, "
+        f"terminated {rec.terminated}; ${Decimal(rec.hourly_before_usd):,.2f}/h -> "
+        f"${Decimal(rec.hourly_after_usd):,.2f}/h"
+    )
 
 
 @rebalance_app.callback()
@@ -194,7 +235,7 @@ def rebalance(
 
     cfg = config.load()
     who = names.owner(owner) if owner is not None else cfg.owner
-    modes = sum(bool(x) for x in (once, every and not emit, emit))   # --every also sets --emit's interval
+    modes = sum(bool(x) for x in (once, every and not emit, emit))  # --every also sets --emit's interval
     if modes != 1:
         raise UsageError("choose one of --once, --every DURATION or --emit cronjob|systemd")
     if emit is not None:
@@ -206,8 +247,11 @@ def rebalance(
                 raise UsageError(f"--image: {names.show(image)} is not a container image reference")
             typer.echo(cronjob(who, _cron(interval), image, plan), nl=False)
         elif emit == "systemd":
-            exe = (os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0].endswith("gpuprov")
-                   else "/usr/local/bin/gpuprov")
+            exe = (
+                os.path.abspath(sys.argv[0])
+                if sys.argv and sys.argv[0].endswith("gpuprov")
+                else "/usr/local/bin/gpuprov"
+            )
             typer.echo(systemd_units(who, exe, plan, interval), nl=False)
         else:
             raise UsageError(f"unknown --emit {names.show(emit)}", "choose cronjob or systemd")
@@ -224,7 +268,7 @@ def rebalance(
     stop = {"now": False}
 
     def on_term(_sig: int, _frame: Any) -> None:
-        stop["now"] = True                  # the pass in flight finishes; no new one starts
+        stop["now"] = True  # the pass in flight finishes; no new one starts
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
@@ -242,9 +286,11 @@ def rebalance(
 
 
 @rebalance_app.command("history")
-def history(owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
-            limit: int = typer.Option(20, "--limit", help="how many passes, newest first"),
-            output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+def history(
+    owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+    limit: int = typer.Option(20, "--limit", help="how many passes, newest first"),
+    output: str = typer.Option("table", "--output", "-o", help="table or json"),
+) -> None:
     """What each rebalancing pass saw, decided and did."""
     fmt = common.parse_output(output, ("table", "json"))
     if not 1 <= limit <= 10_000:
@@ -255,8 +301,17 @@ def history(owner: str = typer.Option(None, "--owner", help="fleet name (config:
     who = names.owner(owner) if owner is not None else config.load().owner
     passes = FleetStore().history(who, limit)
     if fmt == "json":
-        json.dump([{k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
-                    for k, v in p.__dict__.items()} for p in passes], sys.stdout, indent=2)
+        json.dump(
+            [
+                {
+                    k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
+                    for k, v in p.__dict__.items()
+                }
+                for p in passes
+            ],
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
         return
     from rich.table import Table
@@ -265,9 +320,16 @@ def history(owner: str = typer.Option(None, "--owner", help="fleet name (config:
     for col in ("started (UTC)", "decision", "why", "plan", "launched", "ended", "$/h before", "$/h after"):
         table.add_column(col)
     for p in passes:
-        table.add_row(f"{p.started_at:%Y-%m-%d %H:%M}", p.decision, p.reason, p.plan_after or "—",
-                      str(p.launched), str(p.terminated), f"${Decimal(p.hourly_before_usd):,.2f}",
-                      f"${Decimal(p.hourly_after_usd):,.2f}")
+        table.add_row(
+            f"{p.started_at:%Y-%m-%d %H:%M}",
+            p.decision,
+            p.reason,
+            p.plan_after or "—",
+            str(p.launched),
+            str(p.terminated),
+            f"${Decimal(p.hourly_before_usd):,.2f}",
+            f"${Decimal(p.hourly_after_usd):,.2f}",
+        )
     common.console().print(table)
 
 

@@ -41,8 +41,9 @@ def register(app: typer.Typer) -> None:
         plan: str = typer.Argument(None, help="saved plan id (see gpuprov plans) or a plan JSON file"),
         out: str = typer.Option(None, "--out", help="directory to write the .tf.json files into"),
         check: str = typer.Option(None, "--check", help="check a directory of .tf.json against the provider schemas"),
-        capacity_reservation: bool = typer.Option(False, "--capacity-reservation",
-                                                  help="AWS: also reserve capacity for the reserved instances"),
+        capacity_reservation: bool = typer.Option(
+            False, "--capacity-reservation", help="AWS: also reserve capacity for the reserved instances"
+        ),
     ) -> None:
         """Write a saved plan as Terraform JSON that scales itself on the schedule; or check a directory."""
         from terraform.schema_check import check_dir, check_files
@@ -74,11 +75,15 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"plan {plan} cannot be rendered: {exc}") from None
         problems = check_files(files)
         if problems:
-            raise ConfigError(f"the rendered Terraform fails the schema check: {problems[0]}",
-                              hint="this is a gpuprov bug; please report it with the plan")
+            raise ConfigError(
+                f"the rendered Terraform fails the schema check: {problems[0]}",
+                hint="this is a gpuprov bug; please report it with the plan",
+            )
         written = write_files(files, Path(out))
         console = common.console()
         for path in written:
             console.print(f"wrote {path}")
-        console.print(f"plan {doc.plan_id}: {len(written)} files, schema check passed, "
-                      f"${doc.costs.monthly_usd:,.2f}/month expected (billed)")
+        console.print(
+            f"plan {doc.plan_id}: {len(written)} files, schema check passed, "
+            f"${doc.costs.monthly_usd:,.2f}/month expected (billed)"
+        )

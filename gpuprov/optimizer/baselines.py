@@ -35,7 +35,7 @@ from functools import lru_cache, partial
 from gpuprov.models import Market, Offer, Workload
 from gpuprov.optimizer.problem import PlanRequest, eligible, gang_site, spread_cap
 
-Cover = tuple[Decimal, int]     # (cost, GPUs held)
+Cover = tuple[Decimal, int]  # (cost, GPUs held)
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,14 @@ def _cover(demand: int, sizes: tuple[tuple[int, Decimal], ...], cap: int | None)
     return bulk * best_p + cost, bulk * best_g + gpus
 
 
-def _options(offers: Sequence[Offer], w: Workload, market: Market | None = None,
-             reserved: bool = False) -> list[tuple[int, Decimal]]:
-    return [(o.gpus_per_instance, o.hourly_usd) for o in offers if eligible(o, w)
-            and (o.market.is_reserved if reserved else o.market is market)]
+def _options(
+    offers: Sequence[Offer], w: Workload, market: Market | None = None, reserved: bool = False
+) -> list[tuple[int, Decimal]]:
+    return [
+        (o.gpus_per_instance, o.hourly_usd)
+        for o in offers
+        if eligible(o, w) and (o.market.is_reserved if reserved else o.market is market)
+    ]
 
 
 def _caps(request: PlanRequest, w: Workload, offers: Sequence[Offer]) -> list[int]:
@@ -140,8 +144,12 @@ def _od_cost(offers: Sequence[Offer], demand: int, cap: int | None = None, *, w:
     return None if got is None else got[0]
 
 
-def _at_one_site(request: PlanRequest, w: Workload, offers: Sequence[Offer],
-                 slot_cost: Callable[[Sequence[Offer], int], Decimal | None]) -> Decimal | None:
+def _at_one_site(
+    request: PlanRequest,
+    w: Workload,
+    offers: Sequence[Offer],
+    slot_cost: Callable[[Sequence[Offer], int], Decimal | None],
+) -> Decimal | None:
     """w's horizon cost on these offers; a gang picks its cheapest GPU model among them."""
     groups: dict[str, list[Offer]] = defaultdict(list)
     for o in offers:
@@ -163,9 +171,13 @@ def _at_one_site(request: PlanRequest, w: Workload, offers: Sequence[Offer],
     return best
 
 
-def _spread(request: PlanRequest, w: Workload, places: dict[str, list[Offer]],
-            slot_cost: Callable[[Sequence[Offer], int, int], Decimal | None],
-            first: str | None = None) -> tuple[Decimal, list[str]] | None:
+def _spread(
+    request: PlanRequest,
+    w: Workload,
+    places: dict[str, list[Offer]],
+    slot_cost: Callable[[Sequence[Offer], int, int], Decimal | None],
+    first: str | None = None,
+) -> tuple[Decimal, list[str]] | None:
     """w in equal shares ⌈D/k⌉ over k distinct locations, each under the spread cap: the k
     cheapest (with ``first`` always among them)."""
     k = w.spread_zones
@@ -237,8 +249,7 @@ def reserved_plus_spot(request: PlanRequest, offers: Sequence[Offer]) -> Result:
             for o in offers:
                 if eligible(o, w):
                     sites[gang_site(o)].append(o)
-            costs = [c for v in sites.values()
-                     if (c := _rule_horizon(request, w, v, base)) is not None]
+            costs = [c for v in sites.values() if (c := _rule_horizon(request, w, v, base)) is not None]
             if not costs:
                 return Result(None, reason=f"{w.name}: no one location holds the gang by the rule")
             total += min(costs)
@@ -282,8 +293,7 @@ def _rule_slot(offers: Sequence[Offer], w: Workload, demand: int, base: int, cap
         spot_gpus = n * g
     left = rest - spot_gpus
     if left > 0:
-        od = cover(left, _options(offers, w, Market.ON_DEMAND),
-                   None if cap is None else cap - held - spot_gpus)
+        od = cover(left, _options(offers, w, Market.ON_DEMAND), None if cap is None else cap - held - spot_gpus)
         if od is None:
             return None
         cost += od[0]

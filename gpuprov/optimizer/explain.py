@@ -26,24 +26,26 @@ def raise_if_obviously_infeasible(request: PlanRequest, offers: list[Offer]) -> 
             continue
         mine = [o for o in offers if eligible(o, w)]
         if not mine:
-            raise InfeasibleError(
-                f"{_shape(request, w.name)}: no offer in the allowed clouds, regions and markets")
+            raise InfeasibleError(f"{_shape(request, w.name)}: no offer in the allowed clouds, regions and markets")
         if all(o.market is Market.SPOT for o in mine) and w.max_spot_fraction < 1:
             raise InfeasibleError(
                 f"{_shape(request, w.name)}: only spot offers are allowed, but at most "
-                f"{w.max_spot_fraction:.0%} of it may run on spot")
+                f"{w.max_spot_fraction:.0%} of it may run on spot"
+            )
         if w.gang:
             best = _largest_place(request, mine)
             if best is not None and best[1] < peak:
                 raise InfeasibleError(
                     f"training gang of {peak} {request.gpu} ({w.name}): the largest "
-                    f"location, {best[0]}, offers {best[1]} under the caps")
+                    f"location, {best[0]}, offers {best[1]} under the caps"
+                )
     if request.budget_per_hour is not None:
         floor = _cheapest_hour(request, offers)
         if floor is not None and floor > request.budget_per_hour:
             raise InfeasibleError(
                 f"budget ${request.budget_per_hour}/h is below the cheapest cover of the "
-                f"peak hour, ${floor.quantize(Decimal('0.01'))}/h")
+                f"peak hour, ${floor.quantize(Decimal('0.01'))}/h"
+            )
 
 
 def _largest_place(request: PlanRequest, offers: list[Offer]) -> tuple[str, int] | None:
@@ -87,7 +89,8 @@ def infeasible(request: PlanRequest, offers: list[Offer], status: str) -> Infeas
     joined = ", ".join(parts) or "the cover constraints"
     return InfeasibleError(
         f"no plan meets the demand for {request.gpu} under {joined} (solver: {status})",
-        hint="raise the caps or budget, allow more clouds/regions/markets, or lower the demand")
+        hint="raise the caps or budget, allow more clouds/regions/markets, or lower the demand",
+    )
 
 
 def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[tuple[str, str], Any]]) -> tuple[str, ...]:
@@ -100,11 +103,16 @@ def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[tuple[st
             d = request.demand[w.name][t]
             if d <= 0 or w.max_spot_fraction >= 1:
                 continue
-            spot = sum(a.offer.gpus_per_instance * a.instances_by_slot[t] for a in plan.allocations
-                       if a.workload == w.name and a.offer.market is Market.SPOT)
+            spot = sum(
+                a.offer.gpus_per_instance * a.instances_by_slot[t]
+                for a in plan.allocations
+                if a.workload == w.name and a.offer.market is Market.SPOT
+            )
             room = math.floor(float(w.max_spot_fraction) * d + 1e-9) - spot
-            smallest = min((o.gpus_per_instance for o in request.offers
-                            if o.market is Market.SPOT and eligible(o, w)), default=None)
+            smallest = min(
+                (o.gpus_per_instance for o in request.offers if o.market is Market.SPOT and eligible(o, w)),
+                default=None,
+            )
             if smallest is not None and room < smallest:
                 tight += 1
         if tight:

@@ -43,19 +43,25 @@ def solve_highs(prob: Any, request: Any) -> tuple[str, float]:
     import importlib.util
 
     if importlib.util.find_spec("highspy") is None:
-        raise MissingExtraError("the HiGHS solver is not installed",
-                                hint="pip install 'gpuprov[highs]', or use --solver cbc")
+        raise MissingExtraError(
+            "the HiGHS solver is not installed", hint="pip install 'gpuprov[highs]', or use --solver cbc"
+        )
     with tempfile.TemporaryDirectory(prefix="gpuprov-highs-") as tmp:
         mps, out = os.path.join(tmp, "model.mps"), os.path.join(tmp, "out.json")
         prob.writeMPS(mps, rename=0)
         variables = prob.variables()
         limit = float(request.time_limit_s)
         try:
-            subprocess.run([sys.executable, "-c", _CHILD, mps, out, str(limit), str(request.gap)],
-                           check=True, timeout=limit + GRACE_S, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-c", _CHILD, mps, out, str(limit), str(request.gap)],
+                check=True,
+                timeout=limit + GRACE_S,
+                capture_output=True,
+            )
         except subprocess.TimeoutExpired:
-            raise SolverError(f"HiGHS ran past its {limit:.0f} s limit and was stopped",
-                              hint="use --solver cbc, or a larger --gap") from None
+            raise SolverError(
+                f"HiGHS ran past its {limit:.0f} s limit and was stopped", hint="use --solver cbc, or a larger --gap"
+            ) from None
         except subprocess.CalledProcessError as exc:
             raise SolverError(f"HiGHS failed: {exc.stderr.decode(errors='replace')[-300:]}") from exc
         with open(out, encoding="utf-8") as fh:

@@ -86,11 +86,11 @@ class PlanRequest:
     offer_caps: Mapping[OfferKey, int] = field(default_factory=dict)
     region_caps: Mapping[tuple[str, str], int] = field(default_factory=dict)
     budget_per_hour: Decimal | None = None
-    interruptions_per_hour: Mapping[str, Decimal] = field(default_factory=dict)   # cloud -> rate
+    interruptions_per_hour: Mapping[str, Decimal] = field(default_factory=dict)  # cloud -> rate
     gap: float = 0.001
     time_limit_s: float = 60.0
     solver: str = "cbc"
-    unavailable: frozenset[tuple[str, str, str, str]] = frozenset()   # (cloud, location, type, market)
+    unavailable: frozenset[tuple[str, str, str, str]] = frozenset()  # (cloud, location, type, market)
     # Rebalancing: what runs now, per (cloud, location, type, market, workload); launching beyond it in
     # the current slot costs migration_hours[w] × the new instance's price (boot time, and lost work
     # for training). Reservations held are fixed (a rebalancer buys no commitment).
@@ -112,8 +112,13 @@ class PlanRequest:
     @property
     def capped(self) -> bool:
         """Whether anything beyond price decides between offers (the pruning bounds then do not hold)."""
-        return bool(self.offer_caps or self.region_caps or self.budget_per_hour is not None
-                    or self.current_slot is not None or self.reserved_fixed is not None)
+        return bool(
+            self.offer_caps
+            or self.region_caps
+            or self.budget_per_hour is not None
+            or self.current_slot is not None
+            or self.reserved_fixed is not None
+        )
 
 
 def eligible(offer: Offer, workload: Workload) -> bool:
@@ -157,7 +162,7 @@ def spread_cap(demand: int, workload: Workload, smallest: int = 1) -> int:
 class Profile:
     """One distinct demand vector and the slots that have it."""
 
-    demand: tuple[int, ...]          # per workload, in request.workloads order
+    demand: tuple[int, ...]  # per workload, in request.workloads order
     slots: tuple[int, ...]
 
     @property

@@ -15,8 +15,8 @@ from gpuprov.optimizer.problem import OfferKey, PlanRequest, effective_price, el
 @dataclass(frozen=True)
 class Prepared:
     offers: list[Offer]
-    dropped: int                 # dominated within a location, market and size
-    pruned: int                  # proven unable to improve the plan
+    dropped: int  # dominated within a location, market and size
+    pruned: int  # proven unable to improve the plan
     notes: tuple[str, ...]
 
 
@@ -68,8 +68,11 @@ def _cheapest_per_class(offers: Sequence[Offer], w: Workload, request: PlanReque
 def _rates(offers: Sequence[Offer], w: Workload, request: PlanRequest) -> tuple[Decimal | None, Decimal | None]:
     """Cheapest $/GPU-h off spot and on spot (overhead included) among w's offers."""
     firm = [o.usd_per_gpu_hour for o in offers if eligible(o, w) and o.market is not Market.SPOT]
-    spot = [effective_price(o, w, request) / o.gpus_per_instance
-            for o in offers if eligible(o, w) and o.market is Market.SPOT]
+    spot = [
+        effective_price(o, w, request) / o.gpus_per_instance
+        for o in offers
+        if eligible(o, w) and o.market is Market.SPOT
+    ]
     return (min(firm) if firm else None), (min(spot) if spot else None)
 
 
@@ -91,11 +94,15 @@ def _lower(offers: Sequence[Offer], w: Workload, request: PlanRequest, demand: S
 def _upper(offers: Sequence[Offer], w: Workload, request: PlanRequest, demand: Sequence[int]) -> Decimal | None:
     """The cost of one feasible way to serve w with these offers: spot up to the ceiling on the
     cheapest spot size, the rest on demand (overhead included)."""
-    od = [(o.gpus_per_instance, o.hourly_usd) for o in offers
-          if eligible(o, w) and o.market is Market.ON_DEMAND]
-    spots = sorted(((effective_price(o, w, request) / o.gpus_per_instance, o.gpus_per_instance,
-                     effective_price(o, w, request)) for o in offers
-                    if eligible(o, w) and o.market is Market.SPOT), key=lambda t: t[0])
+    od = [(o.gpus_per_instance, o.hourly_usd) for o in offers if eligible(o, w) and o.market is Market.ON_DEMAND]
+    spots = sorted(
+        (
+            (effective_price(o, w, request) / o.gpus_per_instance, o.gpus_per_instance, effective_price(o, w, request))
+            for o in offers
+            if eligible(o, w) and o.market is Market.SPOT
+        ),
+        key=lambda t: t[0],
+    )
     total = Decimal(0)
     for d in demand:
         spot_cost, spot_gpus = Decimal(0), 0
@@ -165,9 +172,12 @@ def prune(offers: list[Offer], request: PlanRequest) -> tuple[list[Offer], list[
 def usable(request: PlanRequest) -> list[Offer]:
     """The request's whole offer set before any reduction: regional reservations in their zones,
     offers some workload may use, pools not marked unavailable. Baselines are built on this."""
-    return [o for o in expand_reserved(request.offers, frozenset(request.offer_caps))
-            if any(eligible(o, w) for w in request.workloads)
-            and (o.cloud.value, o.location, o.instance_type, o.market.value) not in request.unavailable]
+    return [
+        o
+        for o in expand_reserved(request.offers, frozenset(request.offer_caps))
+        if any(eligible(o, w) for w in request.workloads)
+        and (o.cloud.value, o.location, o.instance_type, o.market.value) not in request.unavailable
+    ]
 
 
 def prepare(request: PlanRequest) -> Prepared:
@@ -175,9 +185,14 @@ def prepare(request: PlanRequest) -> Prepared:
     if not request.exact_reductions:
         return Prepared(offers=usable_offers, dropped=0, pruned=0, notes=())
     running = {k[:4] for k in request.incumbent}
-    keep = set(request.offer_caps) | {o.key for o in usable_offers
-                                      if (o.cloud.value, o.location, o.instance_type, o.market.value) in running}
+    keep = set(request.offer_caps) | {
+        o.key for o in usable_offers if (o.cloud.value, o.location, o.instance_type, o.market.value) in running
+    }
     undominated = drop_dominated(usable_offers, keep)
     kept, notes = prune(undominated, request)
-    return Prepared(offers=kept, dropped=len(usable_offers) - len(undominated),
-                    pruned=len(undominated) - len(kept), notes=tuple(notes))
+    return Prepared(
+        offers=kept,
+        dropped=len(usable_offers) - len(undominated),
+        pruned=len(undominated) - len(kept),
+        notes=tuple(notes),
+    )

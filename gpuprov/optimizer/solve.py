@@ -60,7 +60,7 @@ class Model:
     profiles: list[Profile]
     x: dict[tuple[int, str, int], Any] = field(default_factory=dict)
     r: dict[tuple[int, str, int], Any] = field(default_factory=dict)
-    rc: dict[tuple[int, str, int], int] = field(default_factory=dict)   # GPUs per unit of r: g_o or 1
+    rc: dict[tuple[int, str, int], int] = field(default_factory=dict)  # GPUs per unit of r: g_o or 1
     y: dict[int, Any] = field(default_factory=dict)
     gang: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)
     migration: list[tuple[Any, Offer, Decimal]] = field(default_factory=list)
@@ -94,9 +94,12 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
     W = request.workloads
     widx = {w.name: i for i, w in enumerate(W)}
     P = profiles(request)
-    m = Model(pulp.LpProblem("gpuprov", pulp.LpMinimize),
-              [o for o in offers if not o.market.is_reserved],
-              [o for o in offers if o.market.is_reserved], P)
+    m = Model(
+        pulp.LpProblem("gpuprov", pulp.LpMinimize),
+        [o for o in offers if not o.market.is_reserved],
+        [o for o in offers if o.market.is_reserved],
+        P,
+    )
     le, ge = pulp.LpConstraintLE, pulp.LpConstraintGE
     integer = pulp.LpInteger
 
@@ -116,9 +119,13 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
                 for p, prof in enumerate(P):
                     if prof.demand[widx[w.name]] > 0:
                         m.r[j, w.name, p] = m.prob.add_variable(
-                            f"r_{j}_{w.name}_{p}", 0,
-                            big_m(request.demand[w.name], o.gpus_per_instance) if whole
-                            else max(request.demand[w.name]), integer)
+                            f"r_{j}_{w.name}_{p}",
+                            0,
+                            big_m(request.demand[w.name], o.gpus_per_instance)
+                            if whole
+                            else max(request.demand[w.name]),
+                            integer,
+                        )
                         m.rc[j, w.name, p] = o.gpus_per_instance if whole else 1
 
     by_resv: dict[tuple[int, int], Terms] = defaultdict(list)
@@ -200,15 +207,23 @@ def _migration(m: Model, request: PlanRequest) -> Terms:
     return terms
 
 
-def _spread(m: Model, wn: str, p: int, demand: int, cap: int, k: int,
-            at_place: dict[tuple[str, int, str], Terms], count_at_place: dict[tuple[str, int, str], Terms]) -> None:
+def _spread(
+    m: Model,
+    wn: str,
+    p: int,
+    demand: int,
+    cap: int,
+    k: int,
+    at_place: dict[tuple[str, int, str], Terms],
+    count_at_place: dict[tuple[str, int, str], Terms],
+) -> None:
     import pulp
 
     places = sorted(pl for (w2, p2, pl) in at_place if (w2, p2) == (wn, p))
     for n, place in enumerate(places):
         m.add(at_place[wn, p, place], pulp.LpConstraintLE, cap, f"spread_{wn}_{p}_{n}")
     if cap * (k - 1) < demand:
-        return                              # the caps alone force k locations
+        return  # the caps alone force k locations
     used = []
     for n, place in enumerate(places):
         u = m.prob.add_variable(f"u_{wn}_{p}_{n}", 0, 1, pulp.LpInteger)
@@ -220,10 +235,12 @@ def _spread(m: Model, wn: str, p: int, demand: int, cap: int, k: int,
 def _gang(m: Model, request: PlanRequest, wn: str) -> None:
     import pulp
 
-    places = sorted({gang_site(o) for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
-                    | {gang_site(o) for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)})
+    places = sorted(
+        {gang_site(o) for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
+        | {gang_site(o) for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)}
+    )
     if not places:
-        return                              # no demand, nothing to place
+        return  # no demand, nothing to place
     b = {k: m.prob.add_variable(f"b_{wn}_{n}", 0, 1, pulp.LpInteger) for n, k in enumerate(places)}
     m.gang[wn] = b
     m.add([(v, 1) for v in b.values()], pulp.LpConstraintEQ, 1, f"gang_{wn}")
@@ -231,13 +248,21 @@ def _gang(m: Model, request: PlanRequest, wn: str) -> None:
     for (i, w2, p), var in m.x.items():
         if w2 == wn:
             o = m.flex[i]
-            m.add([(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
-                  pulp.LpConstraintLE, 0, f"gx_{i}_{wn}_{p}")
+            m.add(
+                [(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
+                pulp.LpConstraintLE,
+                0,
+                f"gx_{i}_{wn}_{p}",
+            )
     for (j, w2, p), var in m.r.items():
         if w2 == wn:
             o = m.resv[j]
-            m.add([(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
-                  pulp.LpConstraintLE, 0, f"gr_{j}_{wn}_{p}")
+            m.add(
+                [(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
+                pulp.LpConstraintLE,
+                0,
+                f"gr_{j}_{wn}_{p}",
+            )
 
 
 def _flex_by_offer(m: Model) -> dict[tuple[int, int], Terms]:
@@ -266,8 +291,9 @@ def _caps(m: Model, request: PlanRequest) -> None:
     for n, ((cloud, region), cap) in enumerate(sorted(request.region_caps.items())):
         resv = [(m.y[j], 1.0) for j, o in enumerate(m.resv) if (o.cloud.value, o.region) == (cloud, region)]
         for p in range(len(m.profiles)):
-            terms = [t for i, o in enumerate(m.flex) if (o.cloud.value, o.region) == (cloud, region)
-                     for t in flex[i, p]]
+            terms = [
+                t for i, o in enumerate(m.flex) if (o.cloud.value, o.region) == (cloud, region) for t in flex[i, p]
+            ]
             if terms or resv:
                 m.add(terms + resv, pulp.LpConstraintLE, cap, f"rcap_{n}_{p}")
 
@@ -292,13 +318,13 @@ def solve(request: PlanRequest) -> Plan:
     status, bound = _run(model.prob, request)
     if status not in ("Optimal", "Feasible"):
         raise explain.infeasible(request, offers, status)
-    plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound,
-                 prepared.notes)
+    plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound, prepared.notes)
     return _with(plan, binding=explain.binding(request, plan, model.gang))
 
 
-def _read(m: Model, request: PlanRequest, dropped: int, considered: int, status: str,
-          bound: float, notes: tuple[str, ...]) -> Plan:
+def _read(
+    m: Model, request: PlanRequest, dropped: int, considered: int, status: str, bound: float, notes: tuple[str, ...]
+) -> Plan:
     W, T = request.workloads, range(request.slots)
     slot_profile = {t: p for p, prof in enumerate(m.profiles) for t in prof.slots}
 
@@ -315,28 +341,46 @@ def _read(m: Model, request: PlanRequest, dropped: int, considered: int, status:
     for j, o in enumerate(m.resv):
         n = val(m.y[j])
         if n:
-            used = {w.name: tuple(val(m.r[k]) * m.rc[k] if (k := (j, w.name, slot_profile[t])) in m.r else 0
-                                  for t in T)
-                    for w in W}
-            reservations.append(Reservation(offer=o, instances=n,
-                                            gpus_used_by_slot={k: v for k, v in used.items() if any(v)}))
+            used = {
+                w.name: tuple(val(m.r[k]) * m.rc[k] if (k := (j, w.name, slot_profile[t])) in m.r else 0 for t in T)
+                for w in W
+            }
+            reservations.append(
+                Reservation(offer=o, instances=n, gpus_used_by_slot={k: v for k, v in used.items() if any(v)})
+            )
     held = sum((rv.offer.hourly_usd * rv.instances for rv in reservations), Decimal(0))
     slot_cost = tuple(
-        (sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0)) + held)
-        for t in T)
+        (sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0)) + held) for t in T
+    )
     wl = {w.name: w for w in W}
-    interruptions = sum((a.offer.hourly_usd * overhead(a.offer, wl[a.workload], request) * sum(a.instances_by_slot)
-                         for a in allocations), Decimal(0))
-    migration = sum((Decimal(repr(var.value() or 0.0)).quantize(MILLI) * o.hourly_usd * hours
-                     for var, o, hours in m.migration), Decimal(0))
+    interruptions = sum(
+        (
+            a.offer.hourly_usd * overhead(a.offer, wl[a.workload], request) * sum(a.instances_by_slot)
+            for a in allocations
+        ),
+        Decimal(0),
+    )
+    migration = sum(
+        (Decimal(repr(var.value() or 0.0)).quantize(MILLI) * o.hourly_usd * hours for var, o, hours in m.migration),
+        Decimal(0),
+    )
     objective = sum(slot_cost, Decimal(0)) + interruptions + migration
     lower = min(Decimal(repr(bound)).quantize(MICRO), objective)
     return Plan(
-        gpu=request.gpu, demand={w.name: tuple(request.demand[w.name]) for w in W},
-        allocations=tuple(allocations), reservations=tuple(reservations),
-        slot_cost_usd=slot_cost, lower_bound_usd=lower, status=status, solver=request.solver,
-        offers_considered=considered, offers_dropped=dropped, objective_usd=objective, notes=notes,
-        expected_interruption_usd=interruptions)
+        gpu=request.gpu,
+        demand={w.name: tuple(request.demand[w.name]) for w in W},
+        allocations=tuple(allocations),
+        reservations=tuple(reservations),
+        slot_cost_usd=slot_cost,
+        lower_bound_usd=lower,
+        status=status,
+        solver=request.solver,
+        offers_considered=considered,
+        offers_dropped=dropped,
+        objective_usd=objective,
+        notes=notes,
+        expected_interruption_usd=interruptions,
+    )
 
 
 def _with(plan: Plan, **changes: Any) -> Plan:
@@ -357,8 +401,9 @@ def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
         raise SolverError(f"unknown solver {request.solver!r}", hint="use cbc or highs")
     with tempfile.TemporaryDirectory(prefix="gpuprov-cbc-") as tmp:
         log = os.path.join(tmp, "cbc.log")
-        solver = pulp.PULP_CBC_CMD(msg=False, gapRel=request.gap, timeLimit=request.time_limit_s,
-                                   threads=1, logPath=log, keepFiles=False)
+        solver = pulp.PULP_CBC_CMD(
+            msg=False, gapRel=request.gap, timeLimit=request.time_limit_s, threads=1, logPath=log, keepFiles=False
+        )
         try:
             prob.solve(solver)
         except pulp.PulpSolverError as exc:
@@ -386,9 +431,12 @@ def cbc_bound(log: str, gap: float = 0.0) -> float | None:
     """
     number = r"([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
     found: list[float] = []
-    for pattern in (rf"Continuous objective value is {number}",
-                    rf"Cuts at root node changed objective from \S+ to {number}",
-                    rf"best possible {number}", rf"Lower bound:\s+{number}"):
+    for pattern in (
+        rf"Continuous objective value is {number}",
+        rf"Cuts at root node changed objective from \S+ to {number}",
+        rf"best possible {number}",
+        rf"Lower bound:\s+{number}",
+    ):
         hits = re.findall(pattern, log)
         if hits:
             found.append(float(hits[-1]))

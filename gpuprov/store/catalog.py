@@ -16,8 +16,19 @@ from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
 from gpuprov.store.database import Database, first_line, parse_time
 
 OFFER_COLUMNS = (
-    "cloud", "region", "zone", "instance_type", "gpu", "gpus_per_instance", "gpu_memory_gib",
-    "vcpus", "memory_gib", "market", "hourly_usd", "interconnect", "currency",
+    "cloud",
+    "region",
+    "zone",
+    "instance_type",
+    "gpu",
+    "gpus_per_instance",
+    "gpu_memory_gib",
+    "vcpus",
+    "memory_gib",
+    "market",
+    "hourly_usd",
+    "interconnect",
+    "currency",
 )
 SNAPSHOT_COLUMNS = ("id", "source", "cloud", "fetched_at", "row_count", "current")
 
@@ -25,20 +36,37 @@ SNAPSHOT_COLUMNS = ("id", "source", "cloud", "fetched_at", "row_count", "current
 def offer_from_row(row: Sequence[Any]) -> Offer:
     (cloud, region, zone, itype, gpu, gpi, gmem, vcpus, mem, market, price, ic, cur) = row
     return Offer(
-        cloud=Cloud(cloud), region=region, zone=zone or None, instance_type=itype, gpu=gpu,
-        gpus_per_instance=int(gpi), gpu_memory_gib=int(gmem), vcpus=int(vcpus),
-        memory_gib=Decimal(mem), market=Market(market), hourly_usd=Decimal(price),
-        interconnect=ic or None, currency=cur,
+        cloud=Cloud(cloud),
+        region=region,
+        zone=zone or None,
+        instance_type=itype,
+        gpu=gpu,
+        gpus_per_instance=int(gpi),
+        gpu_memory_gib=int(gmem),
+        vcpus=int(vcpus),
+        memory_gib=Decimal(mem),
+        market=Market(market),
+        hourly_usd=Decimal(price),
+        interconnect=ic or None,
+        currency=cur,
     )
 
 
 def offer_to_row(offer: Offer, snapshot_id: int) -> dict[str, Any]:
     return {
-        "snapshot_id": snapshot_id, "cloud": offer.cloud.value, "region": offer.region,
-        "zone": offer.zone, "instance_type": offer.instance_type, "gpu": offer.gpu,
-        "gpus_per_instance": offer.gpus_per_instance, "gpu_memory_gib": offer.gpu_memory_gib,
-        "vcpus": offer.vcpus, "memory_gib": str(offer.memory_gib), "market": offer.market.value,
-        "hourly_usd": str(offer.hourly_usd), "interconnect": offer.interconnect,
+        "snapshot_id": snapshot_id,
+        "cloud": offer.cloud.value,
+        "region": offer.region,
+        "zone": offer.zone,
+        "instance_type": offer.instance_type,
+        "gpu": offer.gpu,
+        "gpus_per_instance": offer.gpus_per_instance,
+        "gpu_memory_gib": offer.gpu_memory_gib,
+        "vcpus": offer.vcpus,
+        "memory_gib": str(offer.memory_gib),
+        "market": offer.market.value,
+        "hourly_usd": str(offer.hourly_usd),
+        "interconnect": offer.interconnect,
         "currency": offer.currency,
     }
 
@@ -62,8 +90,14 @@ class Catalog(Database):
             sql += " WHERE current = :yes"
         sql += " ORDER BY id"
         return [
-            SnapshotInfo(id=int(r[0]), source=r[1], cloud=Cloud(r[2]), fetched_at=parse_time(r[3]),
-                         row_count=int(r[4]), current=bool(r[5]))
+            SnapshotInfo(
+                id=int(r[0]),
+                source=r[1],
+                cloud=Cloud(r[2]),
+                fetched_at=parse_time(r[3]),
+                row_count=int(r[4]),
+                current=bool(r[5]),
+            )
             for r in self._rows(sql, {"yes": True})
         ]
 
@@ -77,8 +111,10 @@ class Catalog(Database):
         self.ensure_schema()
         params: dict[str, Any] = {"yes": True}
         cols = ", ".join(f"o.{c}" for c in OFFER_COLUMNS)
-        sql = (f"SELECT {cols} FROM gpuprov_offer o JOIN gpuprov_snapshot s ON s.id = o.snapshot_id "
-               f"WHERE s.current = :yes AND o.gpu IN {_in_clause('g', gpus, params)}")
+        sql = (
+            f"SELECT {cols} FROM gpuprov_offer o JOIN gpuprov_snapshot s ON s.id = o.snapshot_id "
+            f"WHERE s.current = :yes AND o.gpu IN {_in_clause('g', gpus, params)}"
+        )
         if clouds is not None:
             sql += f" AND o.cloud IN {_in_clause('c', [c.value for c in clouds], params)}"
         if markets is not None:
@@ -113,9 +149,17 @@ class Catalog(Database):
         offer_t = tables.OfferRow.__table__  # type: ignore[attr-defined]
         try:
             with self.engine().begin() as con:
-                result = con.execute(insert(snap_t).values(
-                    source=source, cloud=cloud.value, fetched_at=fetched_at.astimezone(UTC),
-                    created_at=datetime.now(UTC), row_count=len(rows), current=False, note=note))
+                result = con.execute(
+                    insert(snap_t).values(
+                        source=source,
+                        cloud=cloud.value,
+                        fetched_at=fetched_at.astimezone(UTC),
+                        created_at=datetime.now(UTC),
+                        row_count=len(rows),
+                        current=False,
+                        note=note,
+                    )
+                )
                 key = result.inserted_primary_key
                 if key is None:
                     raise StoreError("the database returned no id for the new snapshot")
@@ -123,10 +167,10 @@ class Catalog(Database):
                 if rows:
                     con.execute(insert(offer_t), [offer_to_row(o, snap_id) for o in rows])
                 if make_current:
-                    con.execute(update(snap_t).where(snap_t.c.cloud == cloud.value)
-                                .values(current=False))
+                    con.execute(update(snap_t).where(snap_t.c.cloud == cloud.value).values(current=False))
                     con.execute(update(snap_t).where(snap_t.c.id == snap_id).values(current=True))
         except SQLAlchemyError as exc:
             raise StoreError(f"could not store the {cloud} snapshot from {source}: {first_line(exc)}") from exc
-        return SnapshotInfo(id=snap_id, source=source, cloud=cloud, fetched_at=fetched_at,
-                            row_count=len(rows), current=make_current)
+        return SnapshotInfo(
+            id=snap_id, source=source, cloud=cloud, fetched_at=fetched_at, row_count=len(rows), current=make_current
+        )

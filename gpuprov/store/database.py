@@ -21,8 +21,8 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "4"   # kept equal to tables.SCHEMA_VERSION (a test checks it)
-UPGRADABLE = ("1", "2", "3")    # versions whose upgrade is "create the tables added since"
+SCHEMA_VERSION = "4"  # kept equal to tables.SCHEMA_VERSION (a test checks it)
+UPGRADABLE = ("1", "2", "3")  # versions whose upgrade is "create the tables added since"
 
 
 def masked(url: str) -> str:
@@ -46,7 +46,7 @@ def parse_time(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-BUSY_TIMEOUT_S = 30.0      # SQLite: how long a writer waits for another process's lock before failing
+BUSY_TIMEOUT_S = 30.0  # SQLite: how long a writer waits for another process's lock before failing
 
 
 class Database:
@@ -141,9 +141,11 @@ class Database:
             except Exception as exc:  # bad URL, missing driver: one clear line
                 raise StoreError(f"cannot use database URL {masked(self.url)!r}: {first_line(exc)}") from exc
             if engine.dialect.name == "sqlite":
+
                 @event.listens_for(engine, "connect")
                 def _fk_on(dbapi_con: Any, _record: Any) -> None:
                     dbapi_con.execute("PRAGMA foreign_keys=ON")
+
             self._engine = engine
         return self._engine
 
@@ -171,11 +173,10 @@ class Database:
                 except StoreError:
                     now = None
                 if now == SCHEMA_VERSION and upgrade_from is None:
-                    return                       # the other one finished it
+                    return  # the other one finished it
                 if attempt < 2 and now in (SCHEMA_VERSION, None):
                     import time
 
                     time.sleep(0.05 * (attempt + 1))
                     continue
                 raise StoreError(f"cannot create the catalog schema at {masked(self.url)}: {first_line(exc)}") from exc
-

@@ -23,4 +23,4 @@ def sqlite_path(url: str) -> Path | None:
     prefix = "sqlite:///"
     if not url.startswith(prefix) or "?" in url or url == "sqlite:///:memory:":
         return None
-    return Path(url[len(prefix):])
+    return Path(url[len(prefix) :])

@@ -38,12 +38,17 @@ class Leases(Database):
                         with con.begin_nested():
                             con.execute(insert(t).values(name=name, holder="", expires_at=EPOCH, token=0))
                     except IntegrityError:
-                        pass                      # another actor made the row first
+                        pass  # another actor made the row first
             with self.engine().begin() as con:
                 result = con.execute(
-                    update(t).where(t.c.name == name, (t.c.holder == holder) | (t.c.expires_at < now))
-                    .values(holder=holder, expires_at=now + ttl,
-                            token=case((t.c.holder == holder, t.c.token), else_=t.c.token + 1)))
+                    update(t)
+                    .where(t.c.name == name, (t.c.holder == holder) | (t.c.expires_at < now))
+                    .values(
+                        holder=holder,
+                        expires_at=now + ttl,
+                        token=case((t.c.holder == holder, t.c.token), else_=t.c.token + 1),
+                    )
+                )
                 if result.rowcount != 1:
                     return None
                 return int(con.execute(select(t.c.token).where(t.c.name == name)).scalar_one())
@@ -64,8 +69,11 @@ class Leases(Database):
 
         t = self._table()
         with self.guarded(f"cannot take over the lease {name}"), self.engine().begin() as con:
-            result = con.execute(update(t).where(t.c.name == name, t.c.holder == dead)
-                                 .values(holder=holder, expires_at=now + ttl, token=t.c.token + 1))
+            result = con.execute(
+                update(t)
+                .where(t.c.name == name, t.c.holder == dead)
+                .values(holder=holder, expires_at=now + ttl, token=t.c.token + 1)
+            )
             if result.rowcount != 1:
                 return None
             from sqlalchemy import select
@@ -85,8 +93,9 @@ class Leases(Database):
 
         t = self._table()
         with self.guarded(f"could not release the lease {name}"), self.engine().begin() as con:
-            con.execute(update(t).where(t.c.name == name, t.c.holder == holder, t.c.token == token)
-                        .values(expires_at=EPOCH))
+            con.execute(
+                update(t).where(t.c.name == name, t.c.holder == holder, t.c.token == token).values(expires_at=EPOCH)
+            )
 
 
 def holder_id(what: str) -> str:
@@ -108,7 +117,7 @@ def _dead(holder: str) -> bool:
 
     m = HOLDER.search(holder)
     if m is None or m.group("host") != socket.gethostname()[:40]:
-        return False                      # another machine: wait for the lease to expire
+        return False  # another machine: wait for the lease to expire
     try:
         os.kill(int(m.group("pid")), 0)
     except ProcessLookupError:
@@ -124,8 +133,16 @@ class FleetLock:
     one line naming who holds it. ``guard()`` runs before every cloud call: it renews the lease
     when half its time is gone and raises if another actor has taken it (fencing)."""
 
-    def __init__(self, leases: Leases, owner: str, what: str, wait: timedelta = timedelta(0),
-                 ttl: timedelta = timedelta(minutes=5), clock: Any = None, sleep: Any = None) -> None:
+    def __init__(
+        self,
+        leases: Leases,
+        owner: str,
+        what: str,
+        wait: timedelta = timedelta(0),
+        ttl: timedelta = timedelta(minutes=5),
+        clock: Any = None,
+        sleep: Any = None,
+    ) -> None:
         import time
 
         self.leases, self.owner, self.wait, self.ttl = leases, owner, wait, ttl
@@ -151,9 +168,11 @@ class FleetLock:
                     self.token, self._renewed = token, now
                     return self
             if now >= deadline:
-                raise StateError(f"fleet {self.owner} is being changed by {who or 'another actor'} "
-                                 f"(its lease runs to {until:%H:%M:%S} UTC)",
-                                 hint="wait for it to finish, or pass --wait SECONDS")
+                raise StateError(
+                    f"fleet {self.owner} is being changed by {who or 'another actor'} "
+                    f"(its lease runs to {until:%H:%M:%S} UTC)",
+                    hint="wait for it to finish, or pass --wait SECONDS",
+                )
             self._sleep(min(1.0, max(0.05, (deadline - now).total_seconds())))
 
     def guard(self) -> None:
@@ -172,5 +191,5 @@ class FleetLock:
             try:
                 self.leases.release(self.name, self.holder, self.token)
             except StoreError:
-                pass                      # it expires by itself
+                pass  # it expires by itself
             self.token = None

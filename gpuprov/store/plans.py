@@ -34,9 +34,15 @@ class PlanStore(Database):
         from gpuprov.plandoc import to_json
         from gpuprov.store.tables import PlanRow
 
-        row = PlanRow(id=doc.plan_id, created_at=datetime.now(UTC), gpu=doc.gpu, gpus=doc.gpus,
-                      policy=doc.policy or "flags", hourly_usd=str(doc.costs.hourly_usd.quantize(Decimal("0.0001"))),
-                      document=to_json(doc, indent=None))
+        row = PlanRow(
+            id=doc.plan_id,
+            created_at=datetime.now(UTC),
+            gpu=doc.gpu,
+            gpus=doc.gpus,
+            policy=doc.policy or "flags",
+            hourly_usd=str(doc.costs.hourly_usd.quantize(Decimal("0.0001"))),
+            document=to_json(doc, indent=None),
+        )
         try:
             with Session(self.engine()) as session:
                 existing = session.get(PlanRow, row.id)
@@ -50,8 +56,9 @@ class PlanStore(Database):
 
     def list(self) -> list[SavedPlan]:
         self.ensure_schema()
-        rows = self._rows("SELECT id, created_at, gpu, gpus, policy, hourly_usd FROM gpuprov_plan "
-                          "ORDER BY created_at DESC, id", {})
+        rows = self._rows(
+            "SELECT id, created_at, gpu, gpus, policy, hourly_usd FROM gpuprov_plan ORDER BY created_at DESC, id", {}
+        )
         return [SavedPlan(r[0], parse_time(r[1]), r[2], int(r[3]), r[4], r[5]) for r in rows]
 
     def get(self, plan_id: str) -> PlanDocument:
@@ -59,11 +66,11 @@ class PlanStore(Database):
         self.ensure_schema()
         if not plan_id or any(c in plan_id for c in "%_"):
             raise UsageError(f"not a plan id: {plan_id!r}")
-        rows = self._rows("SELECT id, document FROM gpuprov_plan WHERE id LIKE :p ORDER BY id",
-                          {"p": f"{plan_id}%"})
+        rows = self._rows("SELECT id, document FROM gpuprov_plan WHERE id LIKE :p ORDER BY id", {"p": f"{plan_id}%"})
         if not rows:
-            raise UsageError(f"no saved plan {plan_id!r}",
-                             hint="gpuprov plans lists them; gpuprov plan --save stores one")
+            raise UsageError(
+                f"no saved plan {plan_id!r}", hint="gpuprov plans lists them; gpuprov plan --save stores one"
+            )
         if len(rows) > 1:
             raise UsageError(f"plan id {plan_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
         from gpuprov.plandoc import from_json

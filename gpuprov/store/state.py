@@ -13,14 +13,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gpuprov.errors import StoreError
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, InstanceHandle, Market
 from gpuprov.store.database import Database, first_line, parse_time
-from provisioner.base import InstanceHandle
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-Pool4 = tuple[str, str, str, str]      # cloud, zone, instance type, market
+Pool4 = tuple[str, str, str, str]  # cloud, zone, instance type, market
 
 
 @dataclass(frozen=True)
@@ -45,12 +44,27 @@ class StateStore(Database):
         return Session(self.engine())
 
     # -- journal -------------------------------------------------------------------
-    def begin(self, owner: str, plan_id: str, op: str, token: str, pool: Sequence[str], when: datetime,
-              instance_id: str | None = None) -> int:
+    def begin(
+        self,
+        owner: str,
+        plan_id: str,
+        op: str,
+        token: str,
+        pool: Sequence[str],
+        when: datetime,
+        instance_id: str | None = None,
+    ) -> int:
         from gpuprov.store.tables import JournalRow
 
-        row = JournalRow(owner=owner, plan_id=plan_id, op=op, token=token, pool=json.dumps(list(pool)),
-                         instance_id=instance_id, started_at=when)
+        row = JournalRow(
+            owner=owner,
+            plan_id=plan_id,
+            op=op,
+            token=token,
+            pool=json.dumps(list(pool)),
+            instance_id=instance_id,
+            started_at=when,
+        )
         with self.guarded(f"could not journal a {op} before the call"), self._session() as session:
             session.add(row)
             session.commit()
@@ -61,8 +75,10 @@ class StateStore(Database):
     def finish(self, entry_id: int, when: datetime, instance_id: str | None = None, error: str | None = None) -> None:
         from gpuprov.store.tables import JournalRow
 
-        with self.guarded(f"could not close journal row {entry_id} (the next run settles it)"), \
-                self._session() as session:
+        with (
+            self.guarded(f"could not close journal row {entry_id} (the next run settles it)"),
+            self._session() as session,
+        ):
             row = session.get(JournalRow, entry_id)
             if row is None:
                 raise StoreError(f"journal row {entry_id} vanished")
@@ -76,13 +92,17 @@ class StateStore(Database):
 
     def journal(self, owner: str, pending_only: bool = False) -> list[JournalEntry]:
         self.ensure_schema()
-        sql = ("SELECT id, owner, plan_id, op, token, pool, instance_id, state, error, started_at "
-               "FROM gpuprov_journal WHERE owner = :owner")
+        sql = (
+            "SELECT id, owner, plan_id, op, token, pool, instance_id, state, error, started_at "
+            "FROM gpuprov_journal WHERE owner = :owner"
+        )
         if pending_only:
             sql += " AND state = 'pending'"
         rows = self._rows(sql + " ORDER BY id", {"owner": owner})
-        return [JournalEntry(int(r[0]), r[1], r[2], r[3], r[4], tuple(json.loads(r[5])), r[6], r[7], r[8],
-                             parse_time(r[9])) for r in rows]
+        return [
+            JournalEntry(int(r[0]), r[1], r[2], r[3], r[4], tuple(json.loads(r[5])), r[6], r[7], r[8], parse_time(r[9]))
+            for r in rows
+        ]
 
     def settle(self, owner: str, live_tokens: set[str], when: datetime) -> int:
         """Close the pending rows a killed run left: a launch whose token is live is done,
@@ -138,10 +158,23 @@ class StateStore(Database):
         from gpuprov.store.tables import InstanceRow
 
         table = InstanceRow.__table__  # type: ignore[attr-defined]
-        rows = [{"instance_id": h.instance_id, "cloud": h.cloud.value, "owner": owner, "plan_id": h.plan_id,
-                 "token": h.token, "region": h.region, "zone": h.zone, "instance_type": h.instance_type,
-                 "market": h.market.value, "workload": h.workload, "state": h.state, "seen_at": when}
-                for h in handles]
+        rows = [
+            {
+                "instance_id": h.instance_id,
+                "cloud": h.cloud.value,
+                "owner": owner,
+                "plan_id": h.plan_id,
+                "token": h.token,
+                "region": h.region,
+                "zone": h.zone,
+                "instance_type": h.instance_type,
+                "market": h.market.value,
+                "workload": h.workload,
+                "state": h.state,
+                "seen_at": when,
+            }
+            for h in handles
+        ]
         try:
             with self.engine().begin() as con:
                 con.execute(delete(table).where(table.c.owner == owner))
@@ -152,12 +185,27 @@ class StateStore(Database):
 
     def mirrored(self, owner: str) -> tuple[list[InstanceHandle], datetime | None]:
         self.ensure_schema()
-        rows = self._rows("SELECT instance_id, cloud, region, zone, instance_type, market, state, owner, plan_id, "
-                          "token, workload, seen_at FROM gpuprov_instance WHERE owner = :owner ORDER BY instance_id",
-                          {"owner": owner})
-        handles = [InstanceHandle(cloud=Cloud(r[1]), instance_id=r[0], region=r[2], zone=r[3], instance_type=r[4],
-                                  market=Market(r[5]), state=r[6], owner=r[7], plan_id=r[8], token=r[9],
-                                  workload=r[10]) for r in rows]
+        rows = self._rows(
+            "SELECT instance_id, cloud, region, zone, instance_type, market, state, owner, plan_id, "
+            "token, workload, seen_at FROM gpuprov_instance WHERE owner = :owner ORDER BY instance_id",
+            {"owner": owner},
+        )
+        handles = [
+            InstanceHandle(
+                cloud=Cloud(r[1]),
+                instance_id=r[0],
+                region=r[2],
+                zone=r[3],
+                instance_type=r[4],
+                market=Market(r[5]),
+                state=r[6],
+                owner=r[7],
+                plan_id=r[8],
+                token=r[9],
+                workload=r[10],
+            )
+            for r in rows
+        ]
         seen = max((parse_time(r[11]) for r in rows), default=None)
         return handles, seen
 
@@ -216,9 +264,30 @@ class FleetStore(Database):
 
     def history(self, owner: str, limit: int = 50) -> list[PassRecord]:
         self.ensure_schema()
-        cols = ("owner, started_at, finished_at, holder, fencing_token, snapshots, decision, reason, plan_before, "
-                "plan_after, launched, terminated, hourly_before_usd, hourly_after_usd, expected_saving_usd")
-        rows = self._rows(f"SELECT {cols} FROM gpuprov_pass WHERE owner = :o ORDER BY id DESC LIMIT {int(limit)}",
-                          {"o": owner})
-        return [PassRecord(r[0], parse_time(r[1]), parse_time(r[2]), r[3], int(r[4]), tuple(json.loads(r[5])),
-                           r[6], r[7], r[8], r[9], int(r[10]), int(r[11]), r[12], r[13], r[14]) for r in rows]
+        cols = (
+            "owner, started_at, finished_at, holder, fencing_token, snapshots, decision, reason, plan_before, "
+            "plan_after, launched, terminated, hourly_before_usd, hourly_after_usd, expected_saving_usd"
+        )
+        rows = self._rows(
+            f"SELECT {cols} FROM gpuprov_pass WHERE owner = :o ORDER BY id DESC LIMIT {int(limit)}", {"o": owner}
+        )
+        return [
+            PassRecord(
+                r[0],
+                parse_time(r[1]),
+                parse_time(r[2]),
+                r[3],
+                int(r[4]),
+                tuple(json.loads(r[5])),
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                int(r[10]),
+                int(r[11]),
+                r[12],
+                r[13],
+                r[14],
+            )
+            for r in rows
+        ]

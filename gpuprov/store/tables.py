@@ -70,11 +70,11 @@ class JournalRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     owner: str = Field(index=True)
     plan_id: str
-    op: str                       # launch | terminate
+    op: str  # launch | terminate
     token: str = Field(index=True)
-    pool: str                     # JSON list: cloud, region, zone, instance type, market, workload
+    pool: str  # JSON list: cloud, region, zone, instance type, market, workload
     instance_id: str | None = None
-    state: str = "pending"        # pending | done | failed
+    state: str = "pending"  # pending | done | failed
     error: str | None = None
     started_at: datetime
     finished_at: datetime | None = None
@@ -140,8 +140,8 @@ class PassRow(SQLModel, table=True):
     finished_at: datetime
     holder: str
     fencing_token: int
-    snapshots: str             # JSON list of snapshot ids
-    decision: str              # adopt | keep | skipped | failed
+    snapshots: str  # JSON list of snapshot ids
+    decision: str  # adopt | keep | skipped | failed
     reason: str
     plan_before: str | None = None
     plan_after: str | None = None

@@ -39,19 +39,41 @@ from provisioner.base import (
     read_tags,
 )
 
-OWNER_SAFE = re.compile(r"^[A-Za-z0-9_.:/=+@ -]{1,128}$")     # no EC2 filter wildcard
+OWNER_SAFE = re.compile(r"^[A-Za-z0-9_.:/=+@ -]{1,128}$")  # no EC2 filter wildcard
 
 log = logging.getLogger(__name__)
 
-CAPACITY_CODES = {"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity",
-                  "InsufficientCapacityOnOutpost", "Unsupported", "SpotMaxPriceTooLow",
-                  "InsufficientReservedInstanceCapacity"}
-QUOTA_CODES = {"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded",
-               "SpotInstanceRequestLimitExceeded"}
-AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch",
-              "ExpiredToken", "OptInRequired"}
-THROTTLE_CODES = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable",
-                  "InternalError", "Unavailable"}
+CAPACITY_CODES = {
+    "InsufficientInstanceCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientCapacity",
+    "InsufficientCapacityOnOutpost",
+    "Unsupported",
+    "SpotMaxPriceTooLow",
+    "InsufficientReservedInstanceCapacity",
+}
+QUOTA_CODES = {
+    "InstanceLimitExceeded",
+    "VcpuLimitExceeded",
+    "MaxSpotInstanceCountExceeded",
+    "SpotInstanceRequestLimitExceeded",
+}
+AUTH_CODES = {
+    "AuthFailure",
+    "UnauthorizedOperation",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "OptInRequired",
+}
+THROTTLE_CODES = {
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "ServiceUnavailable",
+    "InternalError",
+    "Unavailable",
+}
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
 
@@ -68,18 +90,24 @@ def _sdk() -> tuple[Any, Any, Any]:
 class AwsDriver:
     cloud = Cloud.AWS
 
-    def __init__(self, regions: Sequence[str] = (), image: str | None = None, subnets: dict[str, str] | None = None,
-                 key_name: str | None = None, session: Any = None, max_attempts: int = 5,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        regions: Sequence[str] = (),
+        image: str | None = None,
+        subnets: dict[str, str] | None = None,
+        key_name: str | None = None,
+        session: Any = None,
+        max_attempts: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         boto3, self._exc, config = _sdk()
-        self.regions = sorted(set(regions))      # empty: every region the account can see
+        self.regions = sorted(set(regions))  # empty: every region the account can see
         self._home = self.regions[0] if self.regions else "us-east-1"
         self.image = image
-        self.subnets = subnets or {}           # zone id or name -> subnet id
+        self.subnets = subnets or {}  # zone id or name -> subnet id
         self.key_name = key_name
         self._session = session or boto3.session.Session()
-        self._config = config(retries={"mode": "standard", "max_attempts": max_attempts},
-                              user_agent_extra="gpuprov")
+        self._config = config(retries={"mode": "standard", "max_attempts": max_attempts}, user_agent_extra="gpuprov")
         self._once = config(retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra="gpuprov")
         self.max_attempts = max_attempts
         self._sleep = sleep
@@ -109,8 +137,10 @@ class AwsDriver:
         if pool is not None and code in CAPACITY_CODES:
             return CapacityError(f"AWS has no capacity for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
         if code in AUTH_CODES:
-            return CredentialsError(f"AWS refused the credentials for {what}: {code}",
-                                    hint="check the AWS credential chain (profile, environment, role)")
+            return CredentialsError(
+                f"AWS refused the credentials for {what}: {code}",
+                hint="check the AWS credential chain (profile, environment, role)",
+            )
         if code in THROTTLE_CODES or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
             return TransientError(f"AWS {what} kept failing after retries: {code}")
         return ProvisioningError(f"AWS {what} failed: {code}: {message}")
@@ -122,8 +152,9 @@ class AwsDriver:
         except self._exc.ClientError as exc:
             raise self._translate(what, exc, pool) from exc
         except self._exc.NoCredentialsError as exc:
-            raise CredentialsError("no AWS credentials found",
-                                   hint="configure a profile, environment variables or an instance role") from exc
+            raise CredentialsError(
+                "no AWS credentials found", hint="configure a profile, environment variables or an instance role"
+            ) from exc
         except (self._exc.EndpointConnectionError, self._exc.ConnectTimeoutError, self._exc.ReadTimeoutError) as exc:
             raise TransientError(f"AWS {what}: cannot reach the endpoint") from exc
 
@@ -148,8 +179,9 @@ class AwsDriver:
     def _supports_efa(self, region: str, instance_type: str) -> bool:
         key = (region, instance_type)
         if key not in self._efa:
-            out = self._call("describe_instance_types", self.client(region).describe_instance_types,
-                             InstanceTypes=[instance_type])
+            out = self._call(
+                "describe_instance_types", self.client(region).describe_instance_types, InstanceTypes=[instance_type]
+            )
             info = out["InstanceTypes"][0].get("NetworkInfo", {}) if out["InstanceTypes"] else {}
             self._efa[key] = bool(info.get("EfaSupported"))
         return self._efa[key]
@@ -162,16 +194,29 @@ class AwsDriver:
             launched = launched.astimezone(UTC) if launched.tzinfo else launched.replace(tzinfo=UTC)
         zone_name = inst.get("Placement", {}).get("AvailabilityZone")
         return InstanceHandle(
-            cloud=Cloud.AWS, instance_id=f"{region}/{inst['InstanceId']}", region=region,
-            zone=self.zone_id(region, zone_name) if zone_name else None, instance_type=inst["InstanceType"],
-            market=fields.market, state=inst["State"]["Name"], owner=fields.owner, plan_id=fields.plan_id,
-            token=fields.token, workload=fields.workload, problem=fields.problem,
-            launched_at=launched if isinstance(launched, datetime) else None)
+            cloud=Cloud.AWS,
+            instance_id=f"{region}/{inst['InstanceId']}",
+            region=region,
+            zone=self.zone_id(region, zone_name) if zone_name else None,
+            instance_type=inst["InstanceType"],
+            market=fields.market,
+            state=inst["State"]["Name"],
+            owner=fields.owner,
+            plan_id=fields.plan_id,
+            token=fields.token,
+            workload=fields.workload,
+            problem=fields.problem,
+            launched_at=launched if isinstance(launched, datetime) else None,
+        )
 
     def _find(self, region: str, filters: list[dict[str, Any]]) -> list[InstanceHandle]:
         paginator = self.client(region).get_paginator("describe_instances")
-        pages = self._call("describe_instances", lambda: list(paginator.paginate(
-            Filters=[*filters, {"Name": "instance-state-name", "Values": LIVE_STATES}])))
+        pages = self._call(
+            "describe_instances",
+            lambda: list(
+                paginator.paginate(Filters=[*filters, {"Name": "instance-state-name", "Values": LIVE_STATES}])
+            ),
+        )
         return [self._handle(region, i) for page in pages for r in page["Reservations"] for i in r["Instances"]]
 
     # -- the three verbs ----------------------------------------------------------------
@@ -200,16 +245,19 @@ class AwsDriver:
         if existing:
             return existing[0]
         if not self.image:
-            raise ProvisioningError("no AWS image (AMI id) configured",
-                                    hint="set aws.image in the gpuprov config file or GPUPROV_AWS_IMAGE")
+            raise ProvisioningError(
+                "no AWS image (AMI id) configured", hint="set aws.image in the gpuprov config file or GPUPROV_AWS_IMAGE"
+            )
         zone = self.zone_name(request.region, request.zone) if request.zone else None
         pool = (Cloud.AWS.value, request.zone or request.region, request.instance_type, request.market.value)
         tags = [{"Key": k, "Value": v} for k, v in sorted(request.tags().items())]
         params: dict[str, Any] = {
-            "ImageId": self.image, "InstanceType": request.instance_type, "MinCount": 1, "MaxCount": 1,
+            "ImageId": self.image,
+            "InstanceType": request.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
             "ClientToken": request.token,
-            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
-                                  {"ResourceType": "volume", "Tags": tags}],
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}, {"ResourceType": "volume", "Tags": tags}],
         }
         placement: dict[str, Any] = {}
         if zone:
@@ -220,8 +268,10 @@ class AwsDriver:
         if placement:
             params["Placement"] = placement
         if request.market is Market.SPOT:
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
-                "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+            params["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
         subnet = self.subnets.get(request.zone or "") or (self.subnets.get(zone) if zone else None)
         if subnet:
             interface: dict[str, Any] = {"DeviceIndex": 0, "SubnetId": subnet}
@@ -238,8 +288,8 @@ class AwsDriver:
             except TransientError:
                 if attempt == self.max_attempts:
                     raise
-            self._sleep(min(20.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.0))
-            started = self._find(request.region, token_filter)     # the failed call may have started it
+            self._sleep(min(20.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0))
+            started = self._find(request.region, token_filter)  # the failed call may have started it
             if started:
                 return started[0]
         raise TransientError("AWS run_instances: no attempt left")  # unreachable: the loop returns or raises
@@ -247,9 +297,11 @@ class AwsDriver:
     def _placement_group(self, region: str, name: str) -> None:
         ec2 = self.client(region)
         try:
-            ec2.create_placement_group(GroupName=name, Strategy="cluster",
-                                       TagSpecifications=[{"ResourceType": "placement-group",
-                                                           "Tags": [{"Key": OWNER_TAG, "Value": name}]}])
+            ec2.create_placement_group(
+                GroupName=name,
+                Strategy="cluster",
+                TagSpecifications=[{"ResourceType": "placement-group", "Tags": [{"Key": OWNER_TAG, "Value": name}]}],
+            )
         except self._exc.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "InvalidPlacementGroup.Duplicate":
                 raise self._translate("create_placement_group", exc) from exc
@@ -264,19 +316,21 @@ class AwsDriver:
         for region, ids in sorted(by_region.items()):
             ec2 = self.client(region)
             for start in range(0, len(ids), 500):
-                batch = ids[start:start + 500]
+                batch = ids[start : start + 500]
                 try:
                     ec2.terminate_instances(InstanceIds=batch)
                 except self._exc.ClientError as exc:
                     if exc.response.get("Error", {}).get("Code") != "InvalidInstanceID.NotFound":
                         raise self._translate("terminate_instances", exc) from exc
-                    for iid in batch:        # one unknown id fails the batch: retry one by one
+                    for iid in batch:  # one unknown id fails the batch: retry one by one
                         self._terminate_one(ec2, iid)
 
     def _terminate_one(self, ec2: Any, iid: str) -> None:
         try:
             ec2.terminate_instances(InstanceIds=[iid])
         except self._exc.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("InvalidInstanceID.NotFound",
-                                                                  "InvalidInstanceID.Malformed"):
+            if exc.response.get("Error", {}).get("Code") not in (
+                "InvalidInstanceID.NotFound",
+                "InvalidInstanceID.Malformed",
+            ):
                 raise self._translate("terminate_instances", exc) from exc

@@ -54,17 +54,36 @@ from provisioner.base import (
 DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 NETWORK_API_VERSION = "2020-11-01"
 
-CAPACITY_CODES = frozenset({
-    "SkuNotAvailable", "AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
-    "OverconstrainedZonalAllocationRequest", "AllocationFailedDueToCapacity",
-})
+CAPACITY_CODES = frozenset(
+    {
+        "SkuNotAvailable",
+        "AllocationFailed",
+        "ZonalAllocationFailed",
+        "OverconstrainedAllocationRequest",
+        "OverconstrainedZonalAllocationRequest",
+        "AllocationFailedDueToCapacity",
+    }
+)
 QUOTA_CODES = frozenset({"QuotaExceeded", "OperationNotAllowedQuotaExceeded", "ResourceQuotaExceeded"})
-AUTH_CODES = frozenset({"AuthorizationFailed", "InvalidAuthenticationToken", "LinkedAuthorizationFailed",
-                        "AuthenticationFailed", "ExpiredAuthenticationToken"})
+AUTH_CODES = frozenset(
+    {
+        "AuthorizationFailed",
+        "InvalidAuthenticationToken",
+        "LinkedAuthorizationFailed",
+        "AuthenticationFailed",
+        "ExpiredAuthenticationToken",
+    }
+)
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
-STATES = {"Creating": "pending", "Succeeded": "running", "Updating": "running", "Migrating": "running",
-          "Failed": "failed", "Canceled": "failed"}
+STATES = {
+    "Creating": "pending",
+    "Succeeded": "running",
+    "Updating": "running",
+    "Migrating": "running",
+    "Failed": "failed",
+    "Canceled": "failed",
+}
 NOT_LIVE = frozenset({"Deleting"})
 RECREATE = frozenset({"Failed", "Canceled"})
 
@@ -79,8 +98,10 @@ def _sdk() -> tuple[Any, Any]:
     try:
         from azure.mgmt.compute import ComputeManagementClient, models
     except ImportError as exc:  # pragma: no cover - the test venv has the extra
-        raise MissingExtraError("the Azure driver needs azure-mgmt-compute: pip install 'gpuprov[azure]'",
-                                hint="pip install 'gpuprov[azure]'") from exc
+        raise MissingExtraError(
+            "the Azure driver needs azure-mgmt-compute: pip install 'gpuprov[azure]'",
+            hint="pip install 'gpuprov[azure]'",
+        ) from exc
     return ComputeManagementClient, models
 
 
@@ -103,8 +124,10 @@ def translate(exc: BaseException, pool: Pool, what: str) -> ProvisioningError:
     from azure.core import exceptions as aexc
 
     if isinstance(exc, aexc.ClientAuthenticationError):
-        return CredentialsError(f"{what}: Azure refused or could not get credentials ({type(exc).__name__})",
-                                hint="az login, or set AZURE_CLIENT_ID / AZURE_TENANT_ID and a secret or certificate")
+        return CredentialsError(
+            f"{what}: Azure refused or could not get credentials ({type(exc).__name__})",
+            hint="az login, or set AZURE_CLIENT_ID / AZURE_TENANT_ID and a secret or certificate",
+        )
     if isinstance(exc, (aexc.ServiceRequestError, aexc.ServiceResponseError)):
         return TransientError(f"{what}: could not reach Azure ({type(exc).__name__})")
     codes, message = _error_codes(getattr(exc, "error", None))
@@ -112,16 +135,24 @@ def translate(exc: BaseException, pool: Pool, what: str) -> ProvisioningError:
     named = ", ".join(sorted(codes)) or f"HTTP {status}"
     quota_text = "quota" in message.lower()
     if codes & QUOTA_CODES or ("OperationNotAllowed" in codes and quota_text):
-        return QuotaError(f"{what}: quota exceeded ({named})", pool=pool,
-                          hint="request more vCPU quota for the VM family (or spot vCPUs), or plan without it")
+        return QuotaError(
+            f"{what}: quota exceeded ({named})",
+            pool=pool,
+            hint="request more vCPU quota for the VM family (or spot vCPUs), or plan without it",
+        )
     if codes & CAPACITY_CODES:
-        return CapacityError(f"{what}: no capacity ({named})", pool=pool,
-                             hint="the pool is marked unavailable; another region, size or market may have room")
+        return CapacityError(
+            f"{what}: no capacity ({named})",
+            pool=pool,
+            hint="the pool is marked unavailable; another region, size or market may have room",
+        )
     if status in TRANSIENT_STATUS:
         return TransientError(f"{what}: Azure is throttling or unavailable ({named})")
     if status in (401, 403) or codes & AUTH_CODES:
-        return CredentialsError(f"{what}: Azure denied the request ({named})",
-                                hint="the identity needs Virtual Machine Contributor on the resource group")
+        return CredentialsError(
+            f"{what}: Azure denied the request ({named})",
+            hint="the identity needs Virtual Machine Contributor on the resource group",
+        )
     return ProvisioningError(f"{what}: Azure error {named}")
 
 
@@ -160,11 +191,22 @@ class AzureDriver:
 
     cloud = Cloud.AZURE
 
-    def __init__(self, subscription_id: str, resource_group: str, location: str, credential: Any = None,
-                 image_reference: dict[str, str] | None = None, admin_username: str = "gpuprov",
-                 ssh_public_key: str | None = None, subnet_id: str | None = None,
-                 polling_interval: float | None = None, *, os_disk_gb: int | None = 200,
-                 os_disk_type: str = "Premium_LRS", client_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        subscription_id: str,
+        resource_group: str,
+        location: str,
+        credential: Any = None,
+        image_reference: dict[str, str] | None = None,
+        admin_username: str = "gpuprov",
+        ssh_public_key: str | None = None,
+        subnet_id: str | None = None,
+        polling_interval: float | None = None,
+        *,
+        os_disk_gb: int | None = 200,
+        os_disk_type: str = "Premium_LRS",
+        client_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
         self.subscription_id = subscription_id
         self.resource_group = resource_group
         self.location = location
@@ -207,8 +249,10 @@ class AzureDriver:
         pool: Pool = (Cloud.AZURE.value, request.zone or request.region, request.instance_type, request.market.value)
         what = f"azure launch {request.instance_type} ({request.market.value}) in {request.region}"
         if request.region != self.location:
-            raise ConfigError(f"{what}: the driver is set up for {self.location}",
-                              hint="use one AzureDriver per location (its subnet is regional)")
+            raise ConfigError(
+                f"{what}: the driver is set up for {self.location}",
+                hint="use one AzureDriver per location (its subnet is regional)",
+            )
         with _boundary(pool, what):
             existing = self._get(name)
             state = _props(existing).get("provisioningState")
@@ -224,9 +268,11 @@ class AzureDriver:
         pool: Pool = (Cloud.AZURE.value, self.location, "", "")
         with _boundary(pool, f"azure describe (owner {owner})"):
             vms = [dict(vm.as_dict()) for vm in self._vms().list(self.resource_group)]
-        handles = [self._handle(vm) for vm in vms
-                   if (vm.get("tags") or {}).get(OWNER_TAG) == owner
-                   and _props(vm).get("provisioningState") not in NOT_LIVE]
+        handles = [
+            self._handle(vm)
+            for vm in vms
+            if (vm.get("tags") or {}).get(OWNER_TAG) == owner and _props(vm).get("provisioningState") not in NOT_LIVE
+        ]
         return sorted(handles, key=lambda h: h.instance_id)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
@@ -240,7 +286,7 @@ class AzureDriver:
                     pollers.append((self._vms().begin_delete(self.resource_group, name), name))
                 except ResourceNotFoundError:
                     continue
-        for poller, name in pollers:   # every delete is started before waiting on any
+        for poller, name in pollers:  # every delete is started before waiting on any
             with _boundary(pool, f"azure terminate {name}"), contextlib.suppress(ResourceNotFoundError):
                 poller.result()
 
@@ -254,34 +300,51 @@ class AzureDriver:
         if not self.ssh_public_key:
             raise ConfigError(f"{what}: no ssh_public_key configured", hint="pass AzureDriver(ssh_public_key=...)")
         image = _image(request.image) if request.image else self.image_reference
-        os_disk = m.OSDisk(create_option="FromImage", delete_option="Delete",
-                           managed_disk=m.ManagedDiskParameters(storage_account_type=self.os_disk_type))
+        os_disk = m.OSDisk(
+            create_option="FromImage",
+            delete_option="Delete",
+            managed_disk=m.ManagedDiskParameters(storage_account_type=self.os_disk_type),
+        )
         if self.os_disk_gb:
             os_disk.disk_size_gb = self.os_disk_gb
         key = m.SshPublicKey(path=f"/home/{self.admin_username}/.ssh/authorized_keys", key_data=self.ssh_public_key)
         nic = m.VirtualMachineNetworkInterfaceConfiguration(
-            name=f"{name}-nic", primary=True, delete_option="Delete",
-            ip_configurations=[m.VirtualMachineNetworkInterfaceIPConfiguration(
-                name="ipconfig1", primary=True, subnet=m.SubResource(id=self.subnet_id))])
+            name=f"{name}-nic",
+            primary=True,
+            delete_option="Delete",
+            ip_configurations=[
+                m.VirtualMachineNetworkInterfaceIPConfiguration(
+                    name="ipconfig1", primary=True, subnet=m.SubResource(id=self.subnet_id)
+                )
+            ],
+        )
         props: dict[str, Any] = {
             "hardware_profile": m.HardwareProfile(vm_size=request.instance_type),
             "storage_profile": m.StorageProfile(image_reference=m.ImageReference(image), os_disk=os_disk),
-            "os_profile": m.OSProfile(computer_name=name, admin_username=self.admin_username,
-                                      linux_configuration=m.LinuxConfiguration(
-                                          disable_password_authentication=True,
-                                          ssh=m.SshConfiguration(public_keys=[key]))),
-            "network_profile": m.NetworkProfile(network_api_version=NETWORK_API_VERSION,
-                                                network_interface_configurations=[nic]),
+            "os_profile": m.OSProfile(
+                computer_name=name,
+                admin_username=self.admin_username,
+                linux_configuration=m.LinuxConfiguration(
+                    disable_password_authentication=True, ssh=m.SshConfiguration(public_keys=[key])
+                ),
+            ),
+            "network_profile": m.NetworkProfile(
+                network_api_version=NETWORK_API_VERSION, network_interface_configurations=[nic]
+            ),
             "priority": "Regular",
         }
         if request.market is Market.SPOT:
             props.update(priority="Spot", eviction_policy="Delete", billing_profile=m.BillingProfile(max_price=-1))
         if request.placement_group:
-            props["proximity_placement_group"] = m.SubResource(id=(
-                f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
-                f"/providers/Microsoft.Compute/proximityPlacementGroups/{request.placement_group}"))
-        return m.VirtualMachine(location=self.location, tags=request.tags(),
-                                properties=m.VirtualMachineProperties(**props))
+            props["proximity_placement_group"] = m.SubResource(
+                id=(
+                    f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
+                    f"/providers/Microsoft.Compute/proximityPlacementGroups/{request.placement_group}"
+                )
+            )
+        return m.VirtualMachine(
+            location=self.location, tags=request.tags(), properties=m.VirtualMachineProperties(**props)
+        )
 
     def _handle(self, vm: Mapping[str, Any]) -> InstanceHandle:
         props = _props(vm)
@@ -289,10 +352,20 @@ class AzureDriver:
         f = read_tags(tags, Market.SPOT if props.get("priority") == "Spot" else Market.ON_DEMAND)
         state = str(props.get("provisioningState") or "")
         return InstanceHandle(
-            cloud=Cloud.AZURE, instance_id=str(vm.get("name")), region=str(vm.get("location") or self.location),
-            zone=None, instance_type=str((props.get("hardwareProfile") or {}).get("vmSize", "")), market=f.market,
-            state=STATES.get(state, state.lower()), owner=f.owner, plan_id=f.plan_id, token=f.token,
-            workload=f.workload, problem=f.problem, launched_at=_created(props.get("timeCreated")))
+            cloud=Cloud.AZURE,
+            instance_id=str(vm.get("name")),
+            region=str(vm.get("location") or self.location),
+            zone=None,
+            instance_type=str((props.get("hardwareProfile") or {}).get("vmSize", "")),
+            market=f.market,
+            state=STATES.get(state, state.lower()),
+            owner=f.owner,
+            plan_id=f.plan_id,
+            token=f.token,
+            workload=f.workload,
+            problem=f.problem,
+            launched_at=_created(props.get("timeCreated")),
+        )
 
 
 def _props(vm: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -307,7 +380,7 @@ def _created(value: Any) -> datetime | None:
     head, dot, rest = text.partition(".")
     if dot:
         digits = "".join(c for c in rest if c.isdigit())
-        text = f"{head}.{digits[:6]}{rest[len(digits):]}"
+        text = f"{head}.{digits[:6]}{rest[len(digits) :]}"
     with contextlib.suppress(ValueError):
         return _utc(datetime.fromisoformat(text))
     return None

@@ -24,8 +24,9 @@ LIVE = ("pending", "running")
 
 
 class FakeDriver:
-    def __init__(self, cloud: Cloud, capacity: dict[tuple[str, str, str], int] | None = None,
-                 state_file: Path | None = None) -> None:
+    def __init__(
+        self, cloud: Cloud, capacity: dict[tuple[str, str, str], int] | None = None, state_file: Path | None = None
+    ) -> None:
         self.cloud = cloud
         self.capacity = capacity or {}
         self.state_file = state_file
@@ -48,11 +49,13 @@ class FakeDriver:
     def _save(self) -> None:
         if self.state_file is None:
             return
+
         def enc(h: InstanceHandle) -> dict[str, Any]:
             d = asdict(h)
             d["cloud"], d["market"] = h.cloud.value, h.market.value
             d["launched_at"] = h.launched_at.isoformat() if h.launched_at else None
             return d
+
         blob = json.dumps({"seq": self._seq, "instances": [enc(h) for h in self._instances.values()]})
         fd, tmp = tempfile.mkstemp(dir=self.state_file.parent)
         with os.fdopen(fd, "w") as fh:
@@ -61,8 +64,9 @@ class FakeDriver:
 
     def describe(self, owner: str) -> list[InstanceHandle]:
         self.calls.append("describe")
-        return sorted((h for h in self._instances.values() if h.owner == owner and h.state in LIVE),
-                      key=lambda h: h.instance_id)
+        return sorted(
+            (h for h in self._instances.values() if h.owner == owner and h.state in LIVE), key=lambda h: h.instance_id
+        )
 
     def launch(self, request: LaunchRequest) -> InstanceHandle:
         self.calls.append("launch")
@@ -71,16 +75,31 @@ class FakeDriver:
                 return h
         key = (request.zone or request.region, request.instance_type, request.market.value)
         if key in self.capacity:
-            used = sum(1 for h in self._instances.values() if h.state in LIVE
-                       and (h.zone or h.region, h.instance_type, h.market.value) == key)
+            used = sum(
+                1
+                for h in self._instances.values()
+                if h.state in LIVE and (h.zone or h.region, h.instance_type, h.market.value) == key
+            )
             if used >= self.capacity[key]:
-                raise CapacityError(f"no capacity for {request.instance_type} {request.market} in {key[0]}",
-                                    pool=(self.cloud.value, key[0], request.instance_type, request.market.value))
+                raise CapacityError(
+                    f"no capacity for {request.instance_type} {request.market} in {key[0]}",
+                    pool=(self.cloud.value, key[0], request.instance_type, request.market.value),
+                )
         self._seq += 1
         handle = InstanceHandle(
-            cloud=self.cloud, instance_id=f"fake-{self._seq:06d}", region=request.region, zone=request.zone,
-            instance_type=request.instance_type, market=request.market, state="running", owner=request.owner,
-            plan_id=request.plan_id, token=request.token, workload=request.workload, launched_at=datetime.now(UTC))
+            cloud=self.cloud,
+            instance_id=f"fake-{self._seq:06d}",
+            region=request.region,
+            zone=request.zone,
+            instance_type=request.instance_type,
+            market=request.market,
+            state="running",
+            owner=request.owner,
+            plan_id=request.plan_id,
+            token=request.token,
+            workload=request.workload,
+            launched_at=datetime.now(UTC),
+        )
         self._instances[handle.instance_id] = handle
         self._save()
         return handle

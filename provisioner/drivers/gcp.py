@@ -65,17 +65,31 @@ DEFAULT_NETWORK = "global/networks/default"
 TAGS_METADATA_KEY = "gpuprov-tags"
 
 # Operation / error reason codes, as GCE reports them (operation errors[].code, HTTP errors[].reason).
-CAPACITY_CODES = frozenset({
-    "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED",
-    "STOCKOUT", "RESOURCE_NOT_AVAILABLE", "resourceNotAvailable",
-})
+CAPACITY_CODES = frozenset(
+    {
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+        "RESOURCE_POOL_EXHAUSTED",
+        "STOCKOUT",
+        "RESOURCE_NOT_AVAILABLE",
+        "resourceNotAvailable",
+    }
+)
 QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "QUOTA_LIMIT_EXCEEDED"})
 RATE_LIMIT_CODES = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
 NOT_FOUND_CODES = frozenset({"RESOURCE_NOT_FOUND", "notFound"})
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
-STATES = {"PROVISIONING": "pending", "STAGING": "pending", "RUNNING": "running", "STOPPING": "stopping",
-          "SUSPENDING": "stopping", "SUSPENDED": "stopped", "STOPPED": "stopped", "TERMINATED": "terminated"}
+STATES = {
+    "PROVISIONING": "pending",
+    "STAGING": "pending",
+    "RUNNING": "running",
+    "STOPPING": "stopping",
+    "SUSPENDING": "stopping",
+    "SUSPENDED": "stopped",
+    "STOPPED": "stopped",
+    "TERMINATED": "terminated",
+}
 NOT_LIVE = frozenset({"TERMINATED"})
 
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
@@ -127,8 +141,9 @@ def _sdk() -> Any:
     try:
         from google.cloud import compute_v1
     except ImportError as exc:  # pragma: no cover - the test venv has the extra
-        raise MissingExtraError("the GCP driver needs google-cloud-compute: pip install 'gpuprov[gcp]'",
-                                hint="pip install 'gpuprov[gcp]'") from exc
+        raise MissingExtraError(
+            "the GCP driver needs google-cloud-compute: pip install 'gpuprov[gcp]'", hint="pip install 'gpuprov[gcp]'"
+        ) from exc
     return compute_v1
 
 
@@ -157,16 +172,24 @@ def translate(exc: BaseException, pool: Pool, what: str, codes: Iterable[str] = 
     status = status if isinstance(status, int) else None
     named = ", ".join(sorted(all_codes)) or f"HTTP {status}"
     if all_codes & CAPACITY_CODES:
-        return CapacityError(f"{what}: no capacity ({named})", pool=pool,
-                             hint="the pool is marked unavailable; another zone or market may have room")
+        return CapacityError(
+            f"{what}: no capacity ({named})",
+            pool=pool,
+            hint="the pool is marked unavailable; another zone or market may have room",
+        )
     if all_codes & QUOTA_CODES or (status == 403 and "quota" in str(exc).lower()):
-        return QuotaError(f"{what}: quota exceeded ({named})", pool=pool,
-                          hint="raise the quota in the Cloud console, or plan without this pool")
+        return QuotaError(
+            f"{what}: quota exceeded ({named})",
+            pool=pool,
+            hint="raise the quota in the Cloud console, or plan without this pool",
+        )
     if all_codes & RATE_LIMIT_CODES or status in TRANSIENT_STATUS:
         return TransientError(f"{what}: GCP is throttling or unavailable ({named})")
     if status in (401, 403):
-        return CredentialsError(f"{what}: GCP refused the credentials ({named})",
-                                hint="check the service account's roles (compute.instanceAdmin.v1)")
+        return CredentialsError(
+            f"{what}: GCP refused the credentials ({named})",
+            hint="check the service account's roles (compute.instanceAdmin.v1)",
+        )
     return ProvisioningError(f"{what}: GCP error {named}")
 
 
@@ -175,8 +198,17 @@ def _retryable(exc: BaseException) -> bool:
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
-    if isinstance(exc, (gexc.TooManyRequests, gexc.InternalServerError, gexc.BadGateway,
-                        gexc.ServiceUnavailable, gexc.GatewayTimeout, gexc.DeadlineExceeded)):
+    if isinstance(
+        exc,
+        (
+            gexc.TooManyRequests,
+            gexc.InternalServerError,
+            gexc.BadGateway,
+            gexc.ServiceUnavailable,
+            gexc.GatewayTimeout,
+            gexc.DeadlineExceeded,
+        ),
+    ):
         return True
     if isinstance(exc, gexc.Forbidden) and _codes(exc) & RATE_LIMIT_CODES:
         return True
@@ -201,9 +233,10 @@ def _boundary(pool: Pool, what: str) -> Iterator[None]:
     except (auth_exc.TransportError, requests.RequestException) as exc:
         raise TransientError(f"{what}: could not reach GCP ({type(exc).__name__})") from exc
     except auth_exc.GoogleAuthError as exc:
-        raise CredentialsError(f"{what}: no usable GCP credentials ({type(exc).__name__})",
-                               hint="run 'gcloud auth application-default login' or set "
-                                    "GOOGLE_APPLICATION_CREDENTIALS") from exc
+        raise CredentialsError(
+            f"{what}: no usable GCP credentials ({type(exc).__name__})",
+            hint="run 'gcloud auth application-default login' or set GOOGLE_APPLICATION_CREDENTIALS",
+        ) from exc
     except TimeoutError as exc:
         raise TransientError(f"{what}: the operation did not finish in time; launching again is safe") from exc
 
@@ -218,8 +251,12 @@ def _utc(stamp: str) -> datetime | None:
 
 # n1 machine types carry no GPU of their own: these are attached (accelerator type names of
 # the Compute API). a2/a3/a4/g2 types have theirs built in.
-ATTACHED_GPUS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P4": "nvidia-tesla-p4",
-                 "P100": "nvidia-tesla-p100"}
+ATTACHED_GPUS = {
+    "T4": "nvidia-tesla-t4",
+    "V100": "nvidia-tesla-v100",
+    "P4": "nvidia-tesla-p4",
+    "P100": "nvidia-tesla-p100",
+}
 
 
 class GcpDriver:
@@ -227,9 +264,19 @@ class GcpDriver:
 
     cloud = Cloud.GCP
 
-    def __init__(self, project: str, zones: Sequence[str], credentials: Any = None, image: str = DEFAULT_IMAGE,
-                 network: str | None = None, poll: GcpPolling | None = None, *, subnetwork: str | None = None,
-                 boot_disk_gb: int = 200, boot_disk_type: str = "pd-balanced") -> None:
+    def __init__(
+        self,
+        project: str,
+        zones: Sequence[str],
+        credentials: Any = None,
+        image: str = DEFAULT_IMAGE,
+        network: str | None = None,
+        poll: GcpPolling | None = None,
+        *,
+        subnetwork: str | None = None,
+        boot_disk_gb: int = 200,
+        boot_disk_type: str = "pd-balanced",
+    ) -> None:
         self.project = project
         self.zones = tuple(zones)
         self.image = image
@@ -251,8 +298,13 @@ class GcpDriver:
         from google.api_core import retry
 
         p = self.poll
-        return retry.Retry(predicate=_retryable, initial=p.initial, maximum=p.maximum,
-                           multiplier=p.multiplier, timeout=p.retry_deadline)
+        return retry.Retry(
+            predicate=_retryable,
+            initial=p.initial,
+            maximum=p.maximum,
+            multiplier=p.multiplier,
+            timeout=p.retry_deadline,
+        )
 
     def _wait(self, lro: Any, pool: Pool, what: str, ignore: frozenset[str] = frozenset()) -> None:
         """Wait for a zone operation; raise the translated error of a failed one (unless all its
@@ -270,7 +322,7 @@ class GcpDriver:
                 return
             raise translate(exc, pool, what, codes) from exc
         codes = _operation_codes(lro)
-        if codes and not codes <= ignore:   # DONE with errors but no HTTP status: the SDK saw success
+        if codes and not codes <= ignore:  # DONE with errors but no HTTP status: the SDK saw success
             raise translate(ProvisioningError(what), pool, what, codes)
 
     def _get(self, zone: str, name: str) -> Any | None:
@@ -286,8 +338,9 @@ class GcpDriver:
         from google.api_core import exceptions as gexc
 
         compute_v1 = _sdk()
-        request = compute_v1.DeleteInstanceRequest(project=self.project, zone=zone, instance=name,
-                                                   request_id=str(uuid.uuid4()))
+        request = compute_v1.DeleteInstanceRequest(
+            project=self.project, zone=zone, instance=name, request_id=str(uuid.uuid4())
+        )
         try:
             return self._client().delete(request=request, retry=self._retry())
         except gexc.NotFound:
@@ -303,7 +356,7 @@ class GcpDriver:
             existing = self._get(zone, name)
             if existing is not None and existing.status not in NOT_LIVE:
                 return self._handle(existing)
-            if existing is not None:   # a stopped (TERMINATED) VM holds the name: it does not count
+            if existing is not None:  # a stopped (TERMINATED) VM holds the name: it does not count
                 lro = self._delete(zone, name)
                 if lro is not None:
                     self._wait(lro, pool, what, ignore=NOT_FOUND_CODES)
@@ -317,12 +370,16 @@ class GcpDriver:
         from google.api_core import exceptions as gexc
 
         compute_v1 = _sdk()
-        insert = compute_v1.InsertInstanceRequest(project=self.project, zone=zone, request_id=str(uuid.uuid4()),
-                                                  instance_resource=self._instance(request, zone, name))
+        insert = compute_v1.InsertInstanceRequest(
+            project=self.project,
+            zone=zone,
+            request_id=str(uuid.uuid4()),
+            instance_resource=self._instance(request, zone, name),
+        )
         try:
             lro = self._client().insert(request=insert, retry=self._retry())
         except gexc.Conflict as exc:
-            if "alreadyExists" in _codes(exc):   # a concurrent launch of the same token won
+            if "alreadyExists" in _codes(exc):  # a concurrent launch of the same token won
                 return
             raise
         self._wait(lro, pool, what)
@@ -342,8 +399,9 @@ class GcpDriver:
                 req = compute_v1.AggregatedListInstancesRequest(project=self.project, filter=query)
                 for _scope, scoped in self._client().aggregated_list(request=req, retry=self._retry()):
                     found.extend(scoped.instances)
-        handles = [self._handle(i) for i in found
-                   if i.status not in NOT_LIVE and dict(i.labels).get(OWNER_TAG) == label]
+        handles = [
+            self._handle(i) for i in found if i.status not in NOT_LIVE and dict(i.labels).get(OWNER_TAG) == label
+        ]
         return sorted((h for h in handles if h.owner == owner), key=lambda h: h.instance_id)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
@@ -358,7 +416,7 @@ class GcpDriver:
                 lro = self._delete(zone, name)
             if lro is not None:
                 pending.append((lro, pool, what))
-        for lro, pool, what in pending:   # all deletes are started before waiting on any
+        for lro, pool, what in pending:  # all deletes are started before waiting on any
             with _boundary(pool, what):
                 self._wait(lro, pool, what, ignore=NOT_FOUND_CODES)
 
@@ -368,8 +426,10 @@ class GcpDriver:
         if zone is None:
             raise ConfigError(f"gcp launch: no zone given and none configured in {request.region}")
         if self.zones and zone not in self.zones:
-            raise ConfigError(f"gcp launch: zone {zone} is outside the driver's zones ({', '.join(self.zones)})",
-                              hint="describe only looks in the configured zones; add it there")
+            raise ConfigError(
+                f"gcp launch: zone {zone} is outside the driver's zones ({', '.join(self.zones)})",
+                hint="describe only looks in the configured zones; add it there",
+            )
         return zone
 
     def _instance(self, request: LaunchRequest, zone: str, name: str) -> Any:
@@ -377,8 +437,11 @@ class GcpDriver:
         tags = request.tags()
         labels = _labels(tags)
         spot = request.market is Market.SPOT
-        scheduling = compute_v1.Scheduling(on_host_maintenance="TERMINATE", automatic_restart=not spot,
-                                           provisioning_model="SPOT" if spot else "STANDARD")
+        scheduling = compute_v1.Scheduling(
+            on_host_maintenance="TERMINATE",
+            automatic_restart=not spot,
+            provisioning_model="SPOT" if spot else "STANDARD",
+        )
         if spot:
             scheduling.instance_termination_action = "DELETE"
         metadata = compute_v1.Metadata()
@@ -386,23 +449,38 @@ class GcpDriver:
             exact = json.dumps({k: tags[k] for k in TAGS}, sort_keys=True)
             metadata.items = [compute_v1.Items(key=TAGS_METADATA_KEY, value=exact)]
         disk = compute_v1.AttachedDisk(
-            boot=True, auto_delete=True, type_="PERSISTENT",
+            boot=True,
+            auto_delete=True,
+            type_="PERSISTENT",
             initialize_params=compute_v1.AttachedDiskInitializeParams(
-                source_image=request.image or self.image, disk_size_gb=self.boot_disk_gb,
-                disk_type=f"zones/{zone}/diskTypes/{self.boot_disk_type}"))
+                source_image=request.image or self.image,
+                disk_size_gb=self.boot_disk_gb,
+                disk_type=f"zones/{zone}/diskTypes/{self.boot_disk_type}",
+            ),
+        )
         nic = compute_v1.NetworkInterface(network=self.network)
         if self.subnetwork:
             nic.subnetwork = self.subnetwork
         instance = compute_v1.Instance(
-            name=name, machine_type=f"zones/{zone}/machineTypes/{request.instance_type}", labels=labels,
-            metadata=metadata, scheduling=scheduling, disks=[disk], network_interfaces=[nic])
+            name=name,
+            machine_type=f"zones/{zone}/machineTypes/{request.instance_type}",
+            labels=labels,
+            metadata=metadata,
+            scheduling=scheduling,
+            disks=[disk],
+            network_interfaces=[nic],
+        )
         accelerator = ATTACHED_GPUS.get(request.gpu or "") if request.instance_type.startswith("n1-") else None
         if accelerator and request.gpus:
-            instance.guest_accelerators = [compute_v1.AcceleratorConfig(
-                accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=request.gpus)]
+            instance.guest_accelerators = [
+                compute_v1.AcceleratorConfig(
+                    accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=request.gpus
+                )
+            ]
         if request.placement_group:
             instance.resource_policies = [
-                f"projects/{self.project}/regions/{request.region}/resourcePolicies/{request.placement_group}"]
+                f"projects/{self.project}/regions/{request.region}/resourcePolicies/{request.placement_group}"
+            ]
         return instance
 
     def _handle(self, inst: Any) -> InstanceHandle:
@@ -415,7 +493,17 @@ class GcpDriver:
         zone = inst.zone.rsplit("/", 1)[-1]
         f = read_tags(tags, Market.SPOT if inst.scheduling.provisioning_model == "SPOT" else Market.ON_DEMAND)
         return InstanceHandle(
-            cloud=Cloud.GCP, instance_id=f"{zone}/{inst.name}", region=zone.rsplit("-", 1)[0], zone=zone,
-            instance_type=inst.machine_type.rsplit("/", 1)[-1], market=f.market,
-            state=STATES.get(inst.status, inst.status.lower()), owner=f.owner, plan_id=f.plan_id,
-            token=f.token, workload=f.workload, problem=f.problem, launched_at=_utc(inst.creation_timestamp))
+            cloud=Cloud.GCP,
+            instance_id=f"{zone}/{inst.name}",
+            region=zone.rsplit("-", 1)[0],
+            zone=zone,
+            instance_type=inst.machine_type.rsplit("/", 1)[-1],
+            market=f.market,
+            state=STATES.get(inst.status, inst.status.lower()),
+            owner=f.owner,
+            plan_id=f.plan_id,
+            token=f.token,
+            workload=f.workload,
+            problem=f.problem,
+            launched_at=_utc(inst.creation_timestamp),
+        )

@@ -22,10 +22,12 @@ BIN = Path(sys.executable).parent / "gpuprov"
 SECRET = "s3cr3t-Pa55"
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(8))
+    f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(8)
+)
 DEEP = "x: " + "[" * 5000 + "]" * 5000 + "\n"
-POLICY_OK = ("workloads: {training: {max_spot_fraction: 0.5}}\nschedule: {default: {training: 100%}}\n"
-             "gpu: a100\ngpus: 8\n")
+POLICY_OK = (
+    "workloads: {training: {max_spot_fraction: 0.5}}\nschedule: {default: {training: 100%}}\ngpu: a100\ngpus: 8\n"
+)
 
 
 def write(tmp: Path, name: str, data: str | bytes) -> str:
@@ -54,23 +56,61 @@ CASES: list[Case] = [
     ("time-limit-nan", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--time-limit", "nan"], {}),
     ("budget-nan", lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--budget", "nan"], {}),
     ("budget-inf", lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--budget", "inf"], {}),
-    ("budget-1e400", lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--budget",
-                                "1e400"], {}),
+    (
+        "budget-1e400",
+        lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--budget", "1e400"],
+        {},
+    ),
     ("spot-fraction-nan", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--max-spot-fraction", "nan"], {}),
     ("type-empty", lambda t: ["plan", "--gpus", "8", "--type", ""], {}),
     ("type-huge", lambda t: ["plan", "--gpus", "8", "--type", "a" * 10000], {}),
     ("type-markup", lambda t: ["plan", "--gpus", "8", "--type", "[/]"], {}),
     ("clouds-empty-items", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--clouds", "aws,,ibm"], {}),
-    ("hours-huge", lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--hours",
-                              "99999999999999999999"], {}),
-    ("timezone-huge", lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--timezone",
-                                 "Europe/" + "x" * 5000], {}),
-    ("timezone-traversal", lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100",
-                                      "--timezone", "../../../etc/passwd"], {}),
-    ("chart-into-missing-dir", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--chart",
-                                          str(t / "no" / "such" / "dir" / "x.png")], {}),
-    ("chart-onto-directory", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--chart",
-                                        str(Path(t / "d.png").mkdir() or t / "d.png")], {}),
+    (
+        "hours-huge",
+        lambda t: ["plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "--hours", "99999999999999999999"],
+        {},
+    ),
+    (
+        "timezone-huge",
+        lambda t: [
+            "plan",
+            "--policy",
+            "day-night",
+            "--gpus",
+            "8",
+            "--type",
+            "a100",
+            "--timezone",
+            "Europe/" + "x" * 5000,
+        ],
+        {},
+    ),
+    (
+        "timezone-traversal",
+        lambda t: [
+            "plan",
+            "--policy",
+            "day-night",
+            "--gpus",
+            "8",
+            "--type",
+            "a100",
+            "--timezone",
+            "../../../etc/passwd",
+        ],
+        {},
+    ),
+    (
+        "chart-into-missing-dir",
+        lambda t: ["plan", "--gpus", "8", "--type", "a100", "--chart", str(t / "no" / "such" / "dir" / "x.png")],
+        {},
+    ),
+    (
+        "chart-onto-directory",
+        lambda t: ["plan", "--gpus", "8", "--type", "a100", "--chart", str(Path(t / "d.png").mkdir() or t / "d.png")],
+        {},
+    ),
     # -- policy files
     ("policy-alias-bomb", lambda t: ["plan", "--policy", write(t, "p.yaml", ALIAS_BOMB)], {}),
     ("policy-deep", lambda t: ["plan", "--policy", write(t, "p.yaml", DEEP)], {}),
@@ -78,24 +118,63 @@ CASES: list[Case] = [
     ("policy-empty", lambda t: ["plan", "--policy", write(t, "p.yaml", "")], {}),
     ("policy-directory", lambda t: ["plan", "--policy", str(t)], {}),
     ("policy-too-big", lambda t: ["plan", "--policy", write(t, "p.yaml", "# " + "x" * (2 << 20))], {}),
-    ("policy-gpus-huge", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK.replace(
-        "gpus: 8", "gpus: 1000000000000"))], {}),
-    ("policy-budget-nan", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK + "budget_per_hour: .nan\n")],
-     {}),
-    ("policy-age-huge", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK + "max_price_age_hours: 1e30\n")],
-     {}),
-    ("policy-node-gpus-huge", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK.replace(
-        "max_spot_fraction: 0.5", "max_spot_fraction: 0.5, node_gpus: 99999999999"))], {}),
+    (
+        "policy-gpus-huge",
+        lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK.replace("gpus: 8", "gpus: 1000000000000"))],
+        {},
+    ),
+    (
+        "policy-budget-nan",
+        lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK + "budget_per_hour: .nan\n")],
+        {},
+    ),
+    (
+        "policy-age-huge",
+        lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK + "max_price_age_hours: 1e30\n")],
+        {},
+    ),
+    (
+        "policy-node-gpus-huge",
+        lambda t: [
+            "plan",
+            "--policy",
+            write(
+                t,
+                "p.yaml",
+                POLICY_OK.replace("max_spot_fraction: 0.5", "max_spot_fraction: 0.5, node_gpus: 99999999999"),
+            ),
+        ],
+        {},
+    ),
     ("policy-timezone-int", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK + "timezone: 5\n")], {}),
     ("policy-name-newline", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK + 'name: "a\\nb"\n')], {}),
-    ("policy-lost-hours-inf", lambda t: ["plan", "--policy", write(t, "p.yaml", POLICY_OK.replace(
-        "max_spot_fraction: 0.5", "max_spot_fraction: 0.5, lost_hours_per_interruption: .inf"))], {}),
+    (
+        "policy-lost-hours-inf",
+        lambda t: [
+            "plan",
+            "--policy",
+            write(
+                t,
+                "p.yaml",
+                POLICY_OK.replace(
+                    "max_spot_fraction: 0.5", "max_spot_fraction: 0.5, lost_hours_per_interruption: .inf"
+                ),
+            ),
+        ],
+        {},
+    ),
     ("policy-recursive-alias", lambda t: ["plan", "--policy", write(t, "p.yaml", "a: &a [*a]\n")], {}),
-    ("policy-check-shadow-like", lambda t: ["policy", "check", write(t, "shadow", f"root:{SECRET}:19000:0:99999\n")],
-     {}),
+    (
+        "policy-check-shadow-like",
+        lambda t: ["policy", "check", write(t, "shadow", f"root:{SECRET}:19000:0:99999\n")],
+        {},
+    ),
     ("policy-check-bomb", lambda t: ["policy", "check", write(t, "p.yaml", ALIAS_BOMB)], {}),
-    ("policy-check-secret-value", lambda t: ["policy", "check", write(t, "p.yaml", f"gpus: {SECRET}\n" + POLICY_OK[
-        :POLICY_OK.index("gpu:")])], {}),
+    (
+        "policy-check-secret-value",
+        lambda t: ["policy", "check", write(t, "p.yaml", f"gpus: {SECRET}\n" + POLICY_OK[: POLICY_OK.index("gpu:")])],
+        {},
+    ),
     # -- config
     ("config-not-utf8", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{not_utf8}"}),
     ("config-alias-bomb", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{bomb}"}),
@@ -124,22 +203,23 @@ CASES: list[Case] = [
     ("apply-bad-plan-id", lambda t: ["apply", "%_%"], {}),
     ("apply-wait-negative", lambda t: ["apply", "abc", "--wait", "-1"], {}),
     ("destroy-wait-huge", lambda t: ["destroy", "--wait", "1e30"], {}),
-    ("terraform-out-is-file", lambda t: ["terraform", plan_file(t, {"schema_version": 2}), "--out",
-                                         write(t, "f", "x")], {}),
+    (
+        "terraform-out-is-file",
+        lambda t: ["terraform", plan_file(t, {"schema_version": 2}), "--out", write(t, "f", "x")],
+        {},
+    ),
     ("terraform-check-missing", lambda t: ["terraform", "--check", str(t / "nope")], {}),
     ("terraform-check-file", lambda t: ["terraform", "--check", write(t, "f.tf.json", "{}")], {}),
     # -- prices and pricing
     ("prices-limit-negative", lambda t: ["prices", "--type", "a100", "--limit", "-1"], {}),
     ("prices-limit-huge", lambda t: ["prices", "--type", "a100", "--limit", "100000000000000000000"], {}),
     ("import-missing", lambda t: ["pricing", "import", str(t / "nope.csv"), "--format", "skypilot"], {}),
-    ("import-not-utf8", lambda t: ["pricing", "import", write(t, "v.csv", b"\xff\xfe,\n"), "--format", "skypilot"],
-     {}),
+    ("import-not-utf8", lambda t: ["pricing", "import", write(t, "v.csv", b"\xff\xfe,\n"), "--format", "skypilot"], {}),
     ("import-directory", lambda t: ["pricing", "import", str(t), "--format", "skypilot"], {}),
     ("export-to-directory", lambda t: ["pricing", "export", "--format", "gpuprov", "--out", str(t)], {}),
     ("export-bad-format", lambda t: ["pricing", "export", "--format", "xml", "--out", str(t / "x")], {}),
     # -- rebalance
-    ("emit-image-newline", lambda t: ["rebalance", "--emit", "cronjob", "--image", "img\nnamespace: kube-system"],
-     {}),
+    ("emit-image-newline", lambda t: ["rebalance", "--emit", "cronjob", "--image", "img\nnamespace: kube-system"], {}),
     ("emit-plan-injection", lambda t: ["rebalance", "--emit", "systemd", "--plan", "x\nExecStartPre=/bin/sh"], {}),
     ("emit-unknown", lambda t: ["rebalance", "--emit", "bogus"], {}),
     ("every-zero", lambda t: ["rebalance", "--every", "0s"], {}),
@@ -149,8 +229,11 @@ CASES: list[Case] = [
     ("history-limit-negative", lambda t: ["rebalance", "history", "--limit", "-5"], {}),
     ("history-limit-huge", lambda t: ["rebalance", "history", "--limit", "1000000000000"], {}),
     # -- the database
-    ("database-url-secret", lambda t: ["plan", "--gpus", "8", "--type", "a100"],
-     {"GPUPROV_DATABASE_URL": f"postgresql+psycopg://u:{SECRET}@127.0.0.1:1/db"}),
+    (
+        "database-url-secret",
+        lambda t: ["plan", "--gpus", "8", "--type", "a100"],
+        {"GPUPROV_DATABASE_URL": f"postgresql+psycopg://u:{SECRET}@127.0.0.1:1/db"},
+    ),
     ("database-url-bogus", lambda t: ["plan", "--gpus", "8", "--type", "a100"], {"GPUPROV_DATABASE_URL": "bogus://x"}),
 ]
 
@@ -172,9 +255,9 @@ def test_there_are_enough_cases() -> None:
 
 
 @pytest.mark.parametrize(("name", "argv", "env"), CASES, ids=[c[0] for c in CASES])
-def test_hostile_input_gets_one_line_and_a_non_zero_exit(name: str, argv: Callable[[Path], list[str]],
-                                                          env: dict[str, str], tmp_path: Path,
-                                                          _isolated_db: str) -> None:
+def test_hostile_input_gets_one_line_and_a_non_zero_exit(
+    name: str, argv: Callable[[Path], list[str]], env: dict[str, str], tmp_path: Path, _isolated_db: str
+) -> None:
     extra = dict(env)
     for key, value in env.items():
         if value.startswith("{") and value.endswith("}"):
@@ -188,8 +271,9 @@ def test_hostile_input_gets_one_line_and_a_non_zero_exit(name: str, argv: Callab
     args = argv(tmp_path)
     start = time.monotonic()
     try:
-        r = subprocess.run([str(BIN), *args], env=run_env, capture_output=True, text=True, timeout=10,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            [str(BIN), *args], env=run_env, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{name}: no answer within 10 s")
     elapsed = time.monotonic() - start
@@ -198,7 +282,9 @@ def test_hostile_input_gets_one_line_and_a_non_zero_exit(name: str, argv: Callab
     assert "Traceback" not in r.stdout + r.stderr, (name, r.stderr[-2000:])
     assert len(errors) == 1, (name, r.stderr[-1000:])
     assert all(line.startswith(("error:", "hint:", "warning:")) for line in r.stderr.splitlines() if line), (
-        name, r.stderr[-1000:])
+        name,
+        r.stderr[-1000:],
+    )
     assert SECRET not in r.stdout + r.stderr, name
     assert elapsed < 10
     db = Path(_isolated_db.removeprefix("sqlite:///"))
@@ -209,6 +295,6 @@ def test_hostile_input_gets_one_line_and_a_non_zero_exit(name: str, argv: Callab
                 try:
                     assert con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0, (name, table)
                 except sqlite3.OperationalError:
-                    pass                  # the schema was never created: nothing stored
+                    pass  # the schema was never created: nothing stored
         finally:
             con.close()

@@ -60,8 +60,10 @@ def products_page(request: Any) -> bytes:
 def spot_page(request: Any) -> bytes:
     path = AWS / f"describe-spot-price-history-{_region_of(request)}.xml"
     if not path.exists():
-        return (b'<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
-                b"<requestId>r</requestId><spotPriceHistorySet/></DescribeSpotPriceHistoryResponse>")
+        return (
+            b'<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            b"<requestId>r</requestId><spotPriceHistorySet/></DescribeSpotPriceHistoryResponse>"
+        )
     return path.read_bytes()
 
 
@@ -78,8 +80,7 @@ def replay_spot(request: Any, **_kw: Any) -> AWSResponse:
 
 def aws_session(products: Hook = replay_products, spot: Hook = replay_spot) -> Any:
     """A boto3 session (use inside ``mock_aws``) whose clients replay the recorded pages."""
-    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                            region_name="us-east-1")
+    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
     session.events.register_first("before-send.pricing.GetProducts", products)
     session.events.register_first("before-send.ec2.DescribeSpotPriceHistory", spot)
     return session
@@ -99,8 +100,11 @@ def _json(path: Path) -> Any:
 def gcp_sku_pages() -> list[tuple[dict[str, str], Any]]:
     """(query, body) of the three recorded billing pages, chained by nextPageToken."""
     pages = [_json(GCP / f"skus-page{i}.json") for i in (1, 2, 3)]
-    queries = [dict(BILLING_QUERY), dict(BILLING_QUERY, pageToken=pages[0]["nextPageToken"]),
-               dict(BILLING_QUERY, pageToken=pages[1]["nextPageToken"])]
+    queries = [
+        dict(BILLING_QUERY),
+        dict(BILLING_QUERY, pageToken=pages[0]["nextPageToken"]),
+        dict(BILLING_QUERY, pageToken=pages[1]["nextPageToken"]),
+    ]
     return list(zip(queries, pages, strict=True))
 
 
@@ -112,16 +116,18 @@ def register_gcp(rsps: Any, skus: bool = True, compute: bool = True) -> None:
         for query, body in gcp_sku_pages():
             rsps.get(BILLING_URL, json=body, match=[matchers.query_param_matcher(query)])
     if compute:
-        rsps.get(f"{COMPUTE_URL}/aggregated/acceleratorTypes",
-                 json=_json(GCP / "accelerator-types-aggregated.json"))
+        rsps.get(f"{COMPUTE_URL}/aggregated/acceleratorTypes", json=_json(GCP / "accelerator-types-aggregated.json"))
         for zone in ("us-central1-a", "us-east4-a", "europe-west4-a"):
             first = _json(GCP / f"machine-types-{zone}-page1.json")
             url = f"{COMPUTE_URL}/zones/{zone}/machineTypes"
             token = first.get("nextPageToken")
             rsps.get(url, json=first, match=[_no_page_token])
             if token:
-                rsps.get(url, json=_json(GCP / f"machine-types-{zone}-page2.json"),
-                         match=[matchers.query_param_matcher({"pageToken": token}, strict_match=False)])
+                rsps.get(
+                    url,
+                    json=_json(GCP / f"machine-types-{zone}-page2.json"),
+                    match=[matchers.query_param_matcher({"pageToken": token}, strict_match=False)],
+                )
 
 
 def _no_page_token(request: Any) -> tuple[bool, str]:
@@ -132,10 +138,21 @@ def _no_page_token(request: Any) -> tuple[bool, str]:
 AZURE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 ARM_SKUS_URL = f"https://management.azure.com/subscriptions/{AZURE_SUBSCRIPTION}/providers/Microsoft.Compute/skus"
 PRICES_URL = "https://prices.azure.com/api/retail/prices"
-AZURE_SIZES = ("Standard_NC24ads_A100_v4", "Standard_NC4as_T4_v3", "Standard_NC6s_v3",
-               "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5")
-EMPTY_PAGE = {"BillingCurrency": "USD", "CustomerEntityId": "Default", "CustomerEntityType": "Retail",
-              "Items": [], "NextPageLink": None, "Count": 0}
+AZURE_SIZES = (
+    "Standard_NC24ads_A100_v4",
+    "Standard_NC4as_T4_v3",
+    "Standard_NC6s_v3",
+    "Standard_ND96asr_v4",
+    "Standard_ND96isr_H100_v5",
+)
+EMPTY_PAGE = {
+    "BillingCurrency": "USD",
+    "CustomerEntityId": "Default",
+    "CustomerEntityType": "Retail",
+    "Items": [],
+    "NextPageLink": None,
+    "Count": 0,
+}
 
 
 class FakeCredential:
@@ -162,8 +179,11 @@ def register_azure(rsps: Any, skip: Collection[tuple[str, str]] = (), prices_url
 
     page1 = _json(AZURE / "resource-skus-page1.json")
     rsps.get(ARM_SKUS_URL, json=page1, match=[matchers.query_param_matcher({"api-version": "2021-07-01"})])
-    rsps.get(ARM_SKUS_URL, json=_json(AZURE / "resource-skus-page2.json"),
-             match=[matchers.query_param_matcher({"api-version": "2021-07-01", "$skiptoken": "c2t1cy1wYWdlLTI="})])
+    rsps.get(
+        ARM_SKUS_URL,
+        json=_json(AZURE / "resource-skus-page2.json"),
+        match=[matchers.query_param_matcher({"api-version": "2021-07-01", "$skiptoken": "c2t1cy1wYWdlLTI="})],
+    )
     for size in AZURE_SIZES:
         for price_type in ("Consumption", "Reservation"):
             if (size, price_type) not in skip:
@@ -179,8 +199,11 @@ def register_chain(rsps: Any, size: str, price_type: str, pages: list[Any], pric
         if i == 0:
             rsps.get(prices_url, json=page, match=[matchers.query_param_matcher(query)])
         elif pages[i - 1]["NextPageLink"]:
-            rsps.get(pages[i - 1]["NextPageLink"].split("?")[0], json=page,
-                     match=[matchers.query_param_matcher(dict(query, **{"$skip": str(seen)}))])
+            rsps.get(
+                pages[i - 1]["NextPageLink"].split("?")[0],
+                json=page,
+                match=[matchers.query_param_matcher(dict(query, **{"$skip": str(seen)}))],
+            )
         else:
             rsps.get(prices_url, json=page, match=[matchers.query_param_matcher(dict(query, **{"$skip": str(seen)}))])
         seen += len(page["Items"])

@@ -71,19 +71,19 @@ def test_latest_spot_quote_wins_and_unknown_zones_are_counted() -> None:
     offers = by_key(result.offers)
     # us-east-1c (use1-az2) has an older 9.04 quote and a newer 8.1915 one
     assert offers[("us-east-1", "use1-az2", "p4d.24xlarge", Market.SPOT)].hourly_usd == Decimal("8.1915")
-    assert result.skipped[aws.UNKNOWN_ZONE] == 1     # the local zone us-east-1-atl-2a is not in moto's list
+    assert result.skipped[aws.UNKNOWN_ZONE] == 1  # the local zone us-east-1-atl-2a is not in moto's list
 
 
 def test_reserved_is_regional_and_prefers_standard_no_upfront() -> None:
     offers = by_key(aws.AwsPriceSource(REGIONS, fakes.aws_session()).fetch().offers)
     r1 = offers[("us-east-1", None, "p4d.24xlarge", Market.RESERVED_1Y)]
-    assert r1.hourly_usd == Decimal("13.921094")        # the real 1-year standard no-upfront rate
+    assert r1.hourly_usd == Decimal("13.921094")  # the real 1-year standard no-upfront rate
     assert offers[("us-east-1", None, "p4d.24xlarge", Market.RESERVED_3Y)].hourly_usd == Decimal("7.257164")
     # g5.xlarge has no 3-year no-upfront option: the cheaper of partial (4020 + 0.153/h) and all upfront (7557)
     g5 = offers[("us-east-1", None, "g5.xlarge", Market.RESERVED_3Y)]
     assert g5.hourly_usd == (Decimal(7557) / 26280).quantize(Decimal("1e-10"))
     assert g5.hourly_usd < Decimal(4020) / 26280 + Decimal("0.153")
-    assert ("us-east-1", None, "p5.48xlarge", Market.RESERVED_1Y) not in offers   # no reserved term recorded
+    assert ("us-east-1", None, "p5.48xlarge", Market.RESERVED_1Y) not in offers  # no reserved term recorded
     assert not any(o.market.is_reserved and o.zone for o in offers.values())
 
 
@@ -93,13 +93,14 @@ def test_gpu_filter_narrows_requests_and_offers() -> None:
     def spot(request: Any, **kw: Any) -> AWSResponse:
         from urllib.parse import parse_qs
 
-        asked.append(sorted(v for k, vs in parse_qs(str(request.body)).items()
-                            if k.startswith("InstanceType") for v in vs))
+        asked.append(
+            sorted(v for k, vs in parse_qs(str(request.body)).items() if k.startswith("InstanceType") for v in vs)
+        )
         return fakes.replay_spot(request, **kw)
 
     result = aws.AwsPriceSource(["us-east-1"], fakes.aws_session(spot=spot)).fetch({"H100"})
     assert {o.instance_type for o in result.offers} == {"p5.48xlarge"}
-    [types] = asked                          # one spot request, for the H100 types only (moto has two)
+    [types] = asked  # one spot request, for the H100 types only (moto has two)
     assert "p5.48xlarge" in types and all(t.startswith("p5.") for t in types)
 
 
@@ -156,32 +157,43 @@ def _term(option: str, lease: str, upfront: str | None, hourly: str, cls: str = 
     dims: dict[str, Any] = {"h": {"unit": "Hrs", "pricePerUnit": {"USD": hourly}}}
     if upfront is not None:
         dims["u"] = {"unit": "Quantity", "pricePerUnit": {"USD": upfront}}
-    return {"priceDimensions": dims,
-            "termAttributes": {"LeaseContractLength": lease, "OfferingClass": cls, "PurchaseOption": option}}
+    return {
+        "priceDimensions": dims,
+        "termAttributes": {"LeaseContractLength": lease, "OfferingClass": cls, "PurchaseOption": option},
+    }
 
 
 def test_choose_reserved_effective_hourly() -> None:
-    terms = {"a": _term("All Upfront", "1yr", "8760", "0"), "p": _term("Partial Upfront", "1yr", "4380", "0.4"),
-             "c": _term("No Upfront", "1yr", None, "0.1", cls="convertible")}
+    terms = {
+        "a": _term("All Upfront", "1yr", "8760", "0"),
+        "p": _term("Partial Upfront", "1yr", "4380", "0.4"),
+        "c": _term("No Upfront", "1yr", None, "0.1", cls="convertible"),
+    }
     chosen = aws.choose_reserved(terms)
-    assert chosen == {Market.RESERVED_1Y: aws.Price(Decimal("0.9"))}     # partial: 4380/8760 + 0.4 = 0.9 < 1.0
+    assert chosen == {Market.RESERVED_1Y: aws.Price(Decimal("0.9"))}  # partial: 4380/8760 + 0.4 = 0.9 < 1.0
     terms["n"] = _term("No Upfront", "1yr", None, "1.1")
-    assert aws.choose_reserved(terms)[Market.RESERVED_1Y].amount == Decimal("1.1")   # no upfront wins
+    assert aws.choose_reserved(terms)[Market.RESERVED_1Y].amount == Decimal("1.1")  # no upfront wins
 
 
 def test_non_usd_prices_keep_their_currency() -> None:
-    record = {"product": {"attributes": {"instanceType": "p4d.24xlarge", "regionCode": "cn-north-1",
-                                         "operation": "RunInstances"}},
-              "terms": {"OnDemand": {"t": {"priceDimensions": {"d": {"unit": "Hrs",
-                                                                     "pricePerUnit": {"CNY": "200.5"}}}}}}}
+    record = {
+        "product": {
+            "attributes": {"instanceType": "p4d.24xlarge", "regionCode": "cn-north-1", "operation": "RunInstances"}
+        },
+        "terms": {"OnDemand": {"t": {"priceDimensions": {"d": {"unit": "Hrs", "pricePerUnit": {"CNY": "200.5"}}}}}},
+    }
     parsed = aws.parse_product(json.dumps(record))
     assert isinstance(parsed, aws.ProductPrices)
     assert parsed.on_demand == aws.Price(Decimal("200.5"), "CNY")
 
 
 def test_gpu_spec_tells_a100_variants_apart_by_memory() -> None:
-    item = {"InstanceType": "p4de.24xlarge", "VCpuInfo": {"DefaultVCpus": 96}, "MemoryInfo": {"SizeInMiB": 1179648},
-            "GpuInfo": {"Gpus": [{"Name": "A100", "Count": 8, "MemoryInfo": {"SizeInMiB": 81920}}]}}
+    item = {
+        "InstanceType": "p4de.24xlarge",
+        "VCpuInfo": {"DefaultVCpus": 96},
+        "MemoryInfo": {"SizeInMiB": 1179648},
+        "GpuInfo": {"Gpus": [{"Name": "A100", "Count": 8, "MemoryInfo": {"SizeInMiB": 81920}}]},
+    }
     spec = aws.gpu_spec(item)
     assert isinstance(spec, aws.InstanceSpec) and spec.gpu == "A100-80GB"
     item["GpuInfo"]["Gpus"][0]["MemoryInfo"]["SizeInMiB"] = 40960
@@ -196,7 +208,7 @@ def test_a_source_without_a_session_makes_its_own_clients_once() -> None:
     source = aws.AwsPriceSource(["us-east-1"])
     pricing = source.client(boto3, botocore, "pricing", "us-east-1")
     ec2 = source.client(boto3, botocore, "ec2", "us-east-1")
-    assert source.client(boto3, botocore, "ec2", "us-east-1") is ec2          # cached
+    assert source.client(boto3, botocore, "ec2", "us-east-1") is ec2  # cached
     pricing.meta.events.register_first("before-send.pricing.GetProducts", fakes.replay_products)
     ec2.meta.events.register_first("before-send.ec2.DescribeSpotPriceHistory", fakes.replay_spot)
     offers = by_key(source.fetch().offers)

@@ -29,8 +29,7 @@ def rsps(monkeypatch: pytest.MonkeyPatch) -> Iterator[responses.RequestsMock]:
 
 def source(sleeps: list[float] | None = None, **kw: object) -> azure.AzurePriceSource:
     record = sleeps if sleeps is not None else []
-    return azure.AzurePriceSource(fakes.AZURE_SUBSCRIPTION, fakes.FakeCredential(), sleep=record.append,
-                                  **kw)  # type: ignore[arg-type]
+    return azure.AzurePriceSource(fakes.AZURE_SUBSCRIPTION, fakes.FakeCredential(), sleep=record.append, **kw)  # type: ignore[arg-type]
 
 
 def by_key(offers: list[Offer]) -> dict[tuple[str, str, Market], Offer]:
@@ -46,7 +45,7 @@ def test_markets_and_specs(rsps: responses.RequestsMock) -> None:
     od = offers[("eastus", A100, Market.ON_DEMAND)]
     assert (od.gpu, od.gpus_per_instance, od.vcpus, od.memory_gib, od.zone) == ("A100-80GB", 1, 24, D(220), None)
     assert od.hourly_usd == D("3.673")
-    assert str(offers[("eastus", A100, Market.SPOT)].hourly_usd) == "0.746721"      # no float detour
+    assert str(offers[("eastus", A100, Market.SPOT)].hourly_usd) == "0.746721"  # no float detour
     assert offers[("eastus", "Standard_ND96asr_v4", Market.ON_DEMAND)].gpu == "A100-40GB"
     assert offers[("westeurope", "Standard_ND96isr_H100_v5", Market.SPOT)].hourly_usd == D("23.620397")
 
@@ -73,12 +72,13 @@ def test_paging_follows_next_page_link_and_falls_back_to_skip(rsps: responses.Re
     fakes.register_azure(rsps)
     result = source().fetch()
     urls = [c.request.url for c in rsps.calls]
-    assert any(u.startswith("https://prices.azure.com:443/") and "%24skip=100" not in u and "$skip=100" in u
-               for u in urls)                                      # NextPageLink as given
-    assert any(T4 in u.replace("%27", "'") and "%24skip=100" in u for u in urls)   # $skip fallback
+    assert any(
+        u.startswith("https://prices.azure.com:443/") and "%24skip=100" not in u and "$skip=100" in u for u in urls
+    )  # NextPageLink as given
+    assert any(T4 in u.replace("%27", "'") and "%24skip=100" in u for u in urls)  # $skip fallback
     t4_regions = {o.region for o in result.offers if o.instance_type == T4 and o.market is Market.ON_DEMAND}
-    assert len(t4_regions) == 29                                    # rows from both pages
-    assert "westus3" in t4_regions                                  # the last region is on the second page
+    assert len(t4_regions) == 29  # rows from both pages
+    assert "westus3" in t4_regions  # the last region is on the second page
 
 
 def test_fractional_and_empty_sizes(rsps: responses.RequestsMock) -> None:
@@ -104,7 +104,7 @@ def test_throttling_honours_retry_after(rsps: responses.RequestsMock) -> None:
     fakes.register_azure(rsps)
     sleeps: list[float] = []
     result = source(sleeps, backoff=0.5).fetch()
-    assert sleeps == [7.0, 1.0]          # Retry-After, then exponential backoff (0.5 * 2)
+    assert sleeps == [7.0, 1.0]  # Retry-After, then exponential backoff (0.5 * 2)
     assert ("eastus", "Standard_ND96asr_v4", Market.ON_DEMAND) in by_key(result.offers)
 
 
@@ -147,9 +147,15 @@ def test_a_subscription_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- pure parsing -------------------------------------------------------------------------
 def _row(**kw: object) -> dict[str, object]:
-    row: dict[str, object] = {"type": "Consumption", "meterName": "NC24ads A100 v4", "skuName": "NC24ads A100 v4",
-                              "productName": "Virtual Machines NCadsA100v4 Series", "unitOfMeasure": "1 Hour",
-                              "tierMinimumUnits": D("0.0"), "isPrimaryMeterRegion": True}
+    row: dict[str, object] = {
+        "type": "Consumption",
+        "meterName": "NC24ads A100 v4",
+        "skuName": "NC24ads A100 v4",
+        "productName": "Virtual Machines NCadsA100v4 Series",
+        "unitOfMeasure": "1 Hour",
+        "tierMinimumUnits": D("0.0"),
+        "isPrimaryMeterRegion": True,
+    }
     row.update(kw)
     return row
 
@@ -165,13 +171,25 @@ def test_market_of() -> None:
     assert azure.market_of(_row(isPrimaryMeterRegion=False)) == azure.NOT_PRIMARY
 
 
-@pytest.mark.parametrize(("size", "gpu"), [
-    ("Standard_NC24ads_A100_v4", "A100-80GB"), ("Standard_ND96amsr_A100_v4", "A100-80GB"),
-    ("Standard_ND96asr_v4", "A100-40GB"), ("Standard_NC4as_T4_v3", "T4"), ("Standard_ND96isr_H100_v5", "H100"),
-    ("Standard_NC40ads_H100_v5", "H100"), ("Standard_ND96isr_H200_v5", "H200"), ("Standard_NC6s_v3", "V100"),
-    ("Standard_NC24rs_v3", "V100"), ("Standard_ND40rs_v2", "V100-32GB"), ("Standard_NV36ads_A10_v5", "A10"),
-    ("Standard_ND96isr_MI300X_v5", "MI300X"), ("Standard_NV12s_v3", "M60"), ("Standard_D8_v4", None),
-])
+@pytest.mark.parametrize(
+    ("size", "gpu"),
+    [
+        ("Standard_NC24ads_A100_v4", "A100-80GB"),
+        ("Standard_ND96amsr_A100_v4", "A100-80GB"),
+        ("Standard_ND96asr_v4", "A100-40GB"),
+        ("Standard_NC4as_T4_v3", "T4"),
+        ("Standard_ND96isr_H100_v5", "H100"),
+        ("Standard_NC40ads_H100_v5", "H100"),
+        ("Standard_ND96isr_H200_v5", "H200"),
+        ("Standard_NC6s_v3", "V100"),
+        ("Standard_NC24rs_v3", "V100"),
+        ("Standard_ND40rs_v2", "V100-32GB"),
+        ("Standard_NV36ads_A10_v5", "A10"),
+        ("Standard_ND96isr_MI300X_v5", "MI300X"),
+        ("Standard_NV12s_v3", "M60"),
+        ("Standard_D8_v4", None),
+    ],
+)
 def test_series_gpu(size: str, gpu: str | None) -> None:
     assert azure.series_gpu(size) == gpu
 
@@ -181,15 +199,16 @@ def test_retry_after() -> None:
     assert azure.retry_after(None, 1.5) == 1.5
     assert azure.retry_after("soon", 2.0) == 2.0
     assert azure.retry_after("999", 1.0) == 60.0
-    assert azure.retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1.0) == 0.0     # a date in the past
+    assert azure.retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1.0) == 0.0  # a date in the past
 
 
 def test_a_dropped_connection_is_retried(rsps: responses.RequestsMock) -> None:
     import requests
 
     query = {"$filter": fakes.retail_filter("Standard_ND96asr_v4", "Reservation")}
-    rsps.get(fakes.PRICES_URL, body=requests.ConnectionError("reset by peer"),
-             match=[matchers.query_param_matcher(query)])
+    rsps.get(
+        fakes.PRICES_URL, body=requests.ConnectionError("reset by peer"), match=[matchers.query_param_matcher(query)]
+    )
     fakes.register_azure(rsps)
     sleeps: list[float] = []
     result = source(sleeps, backoff=0.25).fetch()

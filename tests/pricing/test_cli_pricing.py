@@ -26,8 +26,10 @@ SKYPILOT_AWS = ROOT / "data" / "sources" / "aws" / "skypilot-v8-vms-gpu-subset.c
 @pytest.fixture
 def sources(monkeypatch: pytest.MonkeyPatch, local_fakes: responses.RequestsMock) -> Iterator[None]:  # noqa: F811
     fakes.register_azure(local_fakes)
-    monkeypatch.setattr("pricing.refresh.default_sources", lambda clouds=None: [
-        s for s in live_sources() if clouds is None or s.cloud in clouds])
+    monkeypatch.setattr(
+        "pricing.refresh.default_sources",
+        lambda clouds=None: [s for s in live_sources() if clouds is None or s.cloud in clouds],
+    )
     yield
 
 
@@ -49,14 +51,16 @@ def test_refresh_all_then_reserved_offers_of_every_cloud_are_listed(sources: Non
     snaps = json.loads(r.stdout)
     current = {s["cloud"]: s["source"] for s in snaps if s["current"]}
     assert all(not v.startswith("bundled") for v in current.values())
-    assert len(snaps) == 6                    # the bundled three, then the refreshed three
+    assert len(snaps) == 6  # the bundled three, then the refreshed three
 
 
 def test_a_failed_source_exits_4_and_keeps_the_bundled_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpuprov.models import Cloud
 
-    monkeypatch.setattr("pricing.refresh.default_sources", lambda clouds=None: [
-        FakeSource(Cloud.AZURE, error=PricingError("retail prices API answered 500"))])
+    monkeypatch.setattr(
+        "pricing.refresh.default_sources",
+        lambda clouds=None: [FakeSource(Cloud.AZURE, error=PricingError("retail prices API answered 500"))],
+    )
     r = runner.invoke(app, ["pricing", "refresh", "--cloud", "azure"])
     assert r.exit_code == 4
     assert "azure" in r.stderr and "error:" in r.stderr
@@ -78,7 +82,7 @@ def test_import_skypilot_then_export_reproduces_every_price() -> None:
         zone, itype = row["AvailabilityZone"], row["InstanceType"]
         if row["Price"]:
             assert got[(itype, zone, "on_demand")] == Decimal(row["Price"])
-            assert str(got[(itype, zone, "on_demand")]) == row["Price"]          # exactly, digits too
+            assert str(got[(itype, zone, "on_demand")]) == row["Price"]  # exactly, digits too
         if row["SpotPrice"]:
             assert str(got[(itype, zone, "spot")]) == row["SpotPrice"]
     assert len(exported) == sum(bool(r["Price"]) + bool(r["SpotPrice"]) for r in rows)
@@ -105,10 +109,12 @@ def test_negotiated_discounts_show_in_prices(tmp_path: Path, monkeypatch: pytest
     cfg.write_text("discounts:\n  aws: 0.9\n  'aws:p5': 0.8\n")
     monkeypatch.setenv("GPUPROV_CONFIG", str(cfg))
     discounted = json.loads(runner.invoke(app, ["prices", "--type", "h100", "--cloud", "aws", "-o", "json"]).stdout)
-    before = {(o["zone"], o["instance_type"], o["market"]): Decimal(str(o["hourly_usd"]))
-              for o in list_prices["offers"]}
+    before = {
+        (o["zone"], o["instance_type"], o["market"]): Decimal(str(o["hourly_usd"])) for o in list_prices["offers"]
+    }
     for o in discounted["offers"]:
         factor = Decimal("0.8") if o["instance_type"].startswith("p5") else Decimal("0.9")
-        assert Decimal(str(o["hourly_usd"])) == pytest.approx(before[(o["zone"], o["instance_type"], o["market"])]
-                                                              * factor)
+        assert Decimal(str(o["hourly_usd"])) == pytest.approx(
+            before[(o["zone"], o["instance_type"], o["market"])] * factor
+        )
     assert discounted["discounts"] == {"aws": 0.9, "aws:p5": 0.8}

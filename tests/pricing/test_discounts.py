@@ -23,9 +23,19 @@ discounts:
 
 
 def offer(cloud: Cloud, itype: str, price: str = "10") -> Offer:
-    return Offer(cloud=cloud, region="r", zone=None, instance_type=itype, gpu="H100", gpus_per_instance=8,
-                 gpu_memory_gib=80, vcpus=96, memory_gib=Decimal(1024), market=Market.ON_DEMAND,
-                 hourly_usd=Decimal(price))
+    return Offer(
+        cloud=cloud,
+        region="r",
+        zone=None,
+        instance_type=itype,
+        gpu="H100",
+        gpus_per_instance=8,
+        gpu_memory_gib=80,
+        vcpus=96,
+        memory_gib=Decimal(1024),
+        market=Market.ON_DEMAND,
+        hourly_usd=Decimal(price),
+    )
 
 
 @pytest.fixture
@@ -33,20 +43,23 @@ def discounts() -> Discounts:
     return load_discounts(yaml.safe_load(CONFIG))
 
 
-@pytest.mark.parametrize(("cloud", "itype", "expected"), [
-    (Cloud.AWS, "p4d.24xlarge", "8.0"),            # family beats cloud
-    (Cloud.AWS, "p5.48xlarge", "7.50"),            # instance type beats family
-    (Cloud.AWS, "g5.xlarge", "9.0"),               # cloud-wide
-    (Cloud.GCP, "a3-highgpu-8g", "8.50"),
-    (Cloud.GCP, "a3-megagpu-8g", "7.0"),           # two-part family beats one-part
-    (Cloud.GCP, "a2-highgpu-1g", "10"),            # no discount
-    (Cloud.AZURE, "Standard_NC24ads_A100_v4", "8.80"),
-    (Cloud.AZURE, "Standard_ND96asr_v4", "10"),
-])
+@pytest.mark.parametrize(
+    ("cloud", "itype", "expected"),
+    [
+        (Cloud.AWS, "p4d.24xlarge", "8.0"),  # family beats cloud
+        (Cloud.AWS, "p5.48xlarge", "7.50"),  # instance type beats family
+        (Cloud.AWS, "g5.xlarge", "9.0"),  # cloud-wide
+        (Cloud.GCP, "a3-highgpu-8g", "8.50"),
+        (Cloud.GCP, "a3-megagpu-8g", "7.0"),  # two-part family beats one-part
+        (Cloud.GCP, "a2-highgpu-1g", "10"),  # no discount
+        (Cloud.AZURE, "Standard_NC24ads_A100_v4", "8.80"),
+        (Cloud.AZURE, "Standard_ND96asr_v4", "10"),
+    ],
+)
 def test_most_specific_factor_wins(discounts: Discounts, cloud: Cloud, itype: str, expected: str) -> None:
     [out] = apply_discounts([offer(cloud, itype)], discounts)
     assert out.hourly_usd == Decimal(expected)
-    assert str(out.hourly_usd) == expected          # exact decimal arithmetic, no float detour
+    assert str(out.hourly_usd) == expected  # exact decimal arithmetic, no float detour
 
 
 def test_inputs_are_left_untouched(discounts: Discounts) -> None:
@@ -72,16 +85,19 @@ def test_scopes() -> None:
     assert scopes(Cloud.AZURE, "Standard_ND96asr_v4") == ("standard_nd96asr_v4", "ndasr_v4", "nd")
 
 
-@pytest.mark.parametrize(("section", "fragment"), [
-    ({"aws": 0}, "above 0"),
-    ({"aws": 1.2}, "at most 1"),
-    ({"aws": True}, "not a number"),
-    ({"aws": "ten percent"}, "not a number"),
-    ({"oracle": 0.9}, "unknown cloud"),
-    ({"aws:": 0.9}, "empty family"),
-    ({"aws:P4D": 0.9, "aws:p4d": 0.8}, "given twice"),
-    ([0.9], "must map"),
-])
+@pytest.mark.parametrize(
+    ("section", "fragment"),
+    [
+        ({"aws": 0}, "above 0"),
+        ({"aws": 1.2}, "at most 1"),
+        ({"aws": True}, "not a number"),
+        ({"aws": "ten percent"}, "not a number"),
+        ({"oracle": 0.9}, "unknown cloud"),
+        ({"aws:": 0.9}, "empty family"),
+        ({"aws:P4D": 0.9, "aws:p4d": 0.8}, "given twice"),
+        ([0.9], "must map"),
+    ],
+)
 def test_bad_config_is_a_config_error(section: object, fragment: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_discounts({"discounts": section})

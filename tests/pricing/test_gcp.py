@@ -52,7 +52,7 @@ def test_instance_price_is_cores_plus_ram_plus_gpus(rsps: responses.RequestsMock
     assert r1.hourly_usd == 208 * D("0.01773248") + 1872 * D("0.001544126") + 8 * D("6.798809")
     # a2-highgpu-1g: the real opencost page's A2 + A100 SKUs; equals the published 3.673385/h
     assert offers[("us-central1-a", "a2-highgpu-1g", "A100-40GB", Market.ON_DEMAND)].hourly_usd == D("3.673385")
-    assert result.requests == 8       # 3 billing pages, 1 accelerator list, 4 machine-type pages
+    assert result.requests == 8  # 3 billing pages, 1 accelerator list, 4 machine-type pages
 
 
 def test_mega_gpus_use_the_a3plus_family(rsps: responses.RequestsMock) -> None:
@@ -68,7 +68,7 @@ def test_n1_hosts_with_attached_t4(rsps: responses.RequestsMock) -> None:
     result = source().fetch()
     offers = by_key(result.offers)
     t4 = {(o.instance_type, o.gpus_per_instance) for o in result.offers if o.gpu == "T4"}
-    assert t4 == {("n1-standard-8", 1), ("n1-standard-16", 2), ("n1-standard-32", 4)}   # T4 allows up to 4 cards
+    assert t4 == {("n1-standard-8", 1), ("n1-standard-16", 2), ("n1-standard-32", 4)}  # T4 allows up to 4 cards
     one = offers[("us-central1-a", "n1-standard-8", "T4", Market.ON_DEMAND)]
     assert one.hourly_usd == 8 * D("0.031611") + 30 * D("0.004237") + D("0.35")
     # no N1/T4 commitment SKUs in the fixture: reserved skipped and counted, not invented
@@ -97,14 +97,18 @@ def test_gpu_filter_narrows_zones_and_offers(rsps: responses.RequestsMock) -> No
     result = source().fetch({"L4"})
     assert {o.instance_type for o in result.offers} == {"g2-standard-4", "g2-standard-48"}
     zones = {c.request.url.split("/zones/")[1].split("/")[0] for c in rsps.calls if "/zones/" in c.request.url}
-    assert zones == {"us-central1-a"}                # the only zone with an nvidia-l4
+    assert zones == {"us-central1-a"}  # the only zone with an nvidia-l4
 
 
 def test_throttled_billing_page_is_retried(rsps: responses.RequestsMock) -> None:
     fakes.register_gcp(rsps, skus=False)
     query, _ = fakes.gcp_sku_pages()[0]
-    rsps.get(fakes.BILLING_URL, status=429, match=[matchers.query_param_matcher(query)],
-             json={"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}})
+    rsps.get(
+        fakes.BILLING_URL,
+        status=429,
+        match=[matchers.query_param_matcher(query)],
+        json={"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}},
+    )
     fakes.register_gcp(rsps, compute=False)
     result = source(retry_initial=0.01).fetch()
     assert len([c for c in rsps.calls if "cloudbilling" in c.request.url]) == 4
@@ -114,8 +118,9 @@ def test_throttled_billing_page_is_retried(rsps: responses.RequestsMock) -> None
 def test_malformed_billing_page(rsps: responses.RequestsMock) -> None:
     rsps.assert_all_requests_are_fired = False
     fakes.register_gcp(rsps, skus=False)
-    rsps.get(fakes.BILLING_URL, body="<html>maintenance</html>",
-             match=[matchers.query_param_matcher(fakes.BILLING_QUERY)])
+    rsps.get(
+        fakes.BILLING_URL, body="<html>maintenance</html>", match=[matchers.query_param_matcher(fakes.BILLING_QUERY)]
+    )
     with pytest.raises(MalformedResponseError) as err:
         source().fetch()
     assert err.value.source == gcp.SOURCE
@@ -138,19 +143,22 @@ def test_a_project_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- pure parsing -------------------------------------------------------------------------
-@pytest.mark.parametrize(("description", "key"), [
-    ("A3 Instance Core running in Virginia", ("CPU", "A3")),
-    ("Spot Preemptible A3Plus Instance Ram running in Netherlands", ("RAM", "A3PLUS")),
-    ("Commitment v1: A3 Cpu in Americas for 3 Years", ("CPU", "A3")),
-    ("Commitment v1: A3 Ram in Virginia for 1 Year", ("RAM", "A3")),
-    ("Nvidia H100 80GB GPU attached to Spot Preemptible VMs running in Americas", ("GPU", "H100")),
-    ("Commitment v1: Nvidia H100 80GB Mega GPU running in Virginia for 1 Year", ("GPU", "H100-MEGA")),
-    ("Nvidia Tesla A100 GPU running in Americas", ("GPU", "A100")),
-    ("N1 Predefined Instance Core running in Americas", ("CPU", "N1")),
-    ("Commitment v1: Cpu in Americas for 1 Year", ("CPU", "N1")),
-    ("Nvidia RTX Pro 6000 GPU running in Americas", None),
-    ("Licensing Fee for Windows Server on VM", None),
-])
+@pytest.mark.parametrize(
+    ("description", "key"),
+    [
+        ("A3 Instance Core running in Virginia", ("CPU", "A3")),
+        ("Spot Preemptible A3Plus Instance Ram running in Netherlands", ("RAM", "A3PLUS")),
+        ("Commitment v1: A3 Cpu in Americas for 3 Years", ("CPU", "A3")),
+        ("Commitment v1: A3 Ram in Virginia for 1 Year", ("RAM", "A3")),
+        ("Nvidia H100 80GB GPU attached to Spot Preemptible VMs running in Americas", ("GPU", "H100")),
+        ("Commitment v1: Nvidia H100 80GB Mega GPU running in Virginia for 1 Year", ("GPU", "H100-MEGA")),
+        ("Nvidia Tesla A100 GPU running in Americas", ("GPU", "A100")),
+        ("N1 Predefined Instance Core running in Americas", ("CPU", "N1")),
+        ("Commitment v1: Cpu in Americas for 1 Year", ("CPU", "N1")),
+        ("Nvidia RTX Pro 6000 GPU running in Americas", None),
+        ("Licensing Fee for Windows Server on VM", None),
+    ],
+)
 def test_sku_key(description: str, key: tuple[str, str] | None) -> None:
     assert gcp.sku_key(description) == key
 
@@ -159,8 +167,14 @@ def test_every_real_sku_in_the_h100_sample_is_understood() -> None:
     skus = json.loads((fakes.GCP / "skus-page1.json").read_text())["skus"]
     keys = {gcp.sku_key(s["description"]) for s in skus}
     assert None not in keys
-    assert keys == {("CPU", "A3"), ("RAM", "A3"), ("CPU", "A3PLUS"), ("RAM", "A3PLUS"), ("GPU", "H100"),
-                    ("GPU", "H100-MEGA")}
+    assert keys == {
+        ("CPU", "A3"),
+        ("RAM", "A3"),
+        ("CPU", "A3PLUS"),
+        ("RAM", "A3PLUS"),
+        ("GPU", "H100"),
+        ("GPU", "H100-MEGA"),
+    }
 
 
 def test_money_is_exact() -> None:

@@ -28,27 +28,34 @@ def test_importing_the_pricing_modules_loads_no_cloud_sdk() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     modules, clouds = json.loads(run.stdout.strip().splitlines()[-1])
-    loaded = [m for m in modules if m.split(".")[0] in SDK_ROOTS or m.startswith(("google.cloud", "google.api_core",
-                                                                                  "google.auth"))]
+    loaded = [
+        m
+        for m in modules
+        if m.split(".")[0] in SDK_ROOTS or m.startswith(("google.cloud", "google.api_core", "google.auth"))
+    ]
     assert loaded == []
     assert clouds == ["aws", "gcp", "azure"]
-    assert "pricing.aws" in modules and "pricing.gcp" in modules     # the probe really imported them
+    assert "pricing.aws" in modules and "pricing.gcp" in modules  # the probe really imported them
 
 
 def test_default_sources_by_cloud() -> None:
     assert [s.cloud for s in default_sources([Cloud.AZURE])] == [Cloud.AZURE]
 
 
-@pytest.mark.parametrize(("blocked", "source", "extra"), [
-    ("boto3", AwsPriceSource(["us-east-1"]), "aws"),
-    ("google.cloud.billing_v1", GcpPriceSource(project="p"), "gcp"),
-    ("azure.mgmt.compute", AzurePriceSource("sub"), "azure"),
-])
-def test_a_missing_sdk_names_its_extra(monkeypatch: pytest.MonkeyPatch, blocked: str, source: object,
-                                       extra: str) -> None:
-    monkeypatch.setitem(sys.modules, blocked, None)          # "import blocked" now raises ImportError
+@pytest.mark.parametrize(
+    ("blocked", "source", "extra"),
+    [
+        ("boto3", AwsPriceSource(["us-east-1"]), "aws"),
+        ("google.cloud.billing_v1", GcpPriceSource(project="p"), "gcp"),
+        ("azure.mgmt.compute", AzurePriceSource("sub"), "azure"),
+    ],
+)
+def test_a_missing_sdk_names_its_extra(
+    monkeypatch: pytest.MonkeyPatch, blocked: str, source: object, extra: str
+) -> None:
+    monkeypatch.setitem(sys.modules, blocked, None)  # "import blocked" now raises ImportError
     parent, _, child = blocked.rpartition(".")
-    if parent in sys.modules:                                 # and "from parent import child" too
+    if parent in sys.modules:  # and "from parent import child" too
         monkeypatch.delattr(sys.modules[parent], child, raising=False)
     with pytest.raises(MissingExtraError) as err:
         source.fetch()  # type: ignore[attr-defined]

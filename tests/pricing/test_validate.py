@@ -10,11 +10,27 @@ from gpuprov.models import Cloud, Market, Offer
 from pricing import validate
 
 
-def offer(price: str, market: Market = Market.ON_DEMAND, zone: str | None = "use1-az1",
-          currency: str = "USD", itype: str = "p4d.24xlarge") -> Offer:
-    return Offer(cloud=Cloud.AWS, region="us-east-1", zone=zone, instance_type=itype, gpu="A100-40GB",
-                 gpus_per_instance=8, gpu_memory_gib=40, vcpus=96, memory_gib=Decimal(1152), market=market,
-                 hourly_usd=Decimal(price), currency=currency)
+def offer(
+    price: str,
+    market: Market = Market.ON_DEMAND,
+    zone: str | None = "use1-az1",
+    currency: str = "USD",
+    itype: str = "p4d.24xlarge",
+) -> Offer:
+    return Offer(
+        cloud=Cloud.AWS,
+        region="us-east-1",
+        zone=zone,
+        instance_type=itype,
+        gpu="A100-40GB",
+        gpus_per_instance=8,
+        gpu_memory_gib=40,
+        vcpus=96,
+        memory_gib=Decimal(1152),
+        market=market,
+        hourly_usd=Decimal(price),
+        currency=currency,
+    )
 
 
 def test_to_price_keeps_decimal_text_exact_and_refuses_floats() -> None:
@@ -28,14 +44,17 @@ def test_to_price_keeps_decimal_text_exact_and_refuses_floats() -> None:
         validate.to_price(0.1)
 
 
-@pytest.mark.parametrize(("price", "currency", "reason"), [
-    ("NaN", "USD", validate.NOT_FINITE),
-    ("Infinity", "USD", validate.NOT_FINITE),
-    ("-0.5", "USD", validate.NEGATIVE),
-    ("0", "USD", validate.ZERO),
-    ("0.0000000000", "USD", validate.ZERO),
-    ("1.5", "EUR", validate.CURRENCY),
-])
+@pytest.mark.parametrize(
+    ("price", "currency", "reason"),
+    [
+        ("NaN", "USD", validate.NOT_FINITE),
+        ("Infinity", "USD", validate.NOT_FINITE),
+        ("-0.5", "USD", validate.NEGATIVE),
+        ("0", "USD", validate.ZERO),
+        ("0.0000000000", "USD", validate.ZERO),
+        ("1.5", "EUR", validate.CURRENCY),
+    ],
+)
 def test_each_bad_price_is_skipped_by_reason(price: str, currency: str, reason: str) -> None:
     good = offer("21.957642")
     kept, skipped = validate.check_offers([good, offer(price, currency=currency)])
@@ -52,7 +71,7 @@ def test_spot_above_on_demand_by_more_than_the_factor_is_skipped() -> None:
     od = offer("10")
     at_limit = offer("15", Market.SPOT)
     above = offer("15.0001", Market.SPOT, zone="use1-az1", itype="p4d.24xlarge")
-    other_zone = offer("40", Market.SPOT, zone="use1-az2")     # no on-demand reference there: kept
+    other_zone = offer("40", Market.SPOT, zone="use1-az2")  # no on-demand reference there: kept
     kept, skipped = validate.check_offers([od, at_limit, above, other_zone])
     assert kept == [od, at_limit, other_zone]
     assert skipped == {validate.SPOT_ABOVE_ON_DEMAND: 1}

@@ -43,9 +43,17 @@ class DriverContract:
         return launch_token(self.plan_id, ("contract", self.request_instance_type), index)
 
     def make_request(self, token: str, market: Market, owner: str | None = None) -> LaunchRequest:
-        return LaunchRequest(cloud=self.request_cloud, region=self.request_region, zone=self.request_zone,
-                             instance_type=self.request_instance_type, market=market, token=token,
-                             owner=owner or self.owner, plan_id=self.plan_id, workload=self.workload)
+        return LaunchRequest(
+            cloud=self.request_cloud,
+            region=self.request_region,
+            zone=self.request_zone,
+            instance_type=self.request_instance_type,
+            market=market,
+            token=token,
+            owner=owner or self.owner,
+            plan_id=self.plan_id,
+            workload=self.workload,
+        )
 
     def count_in_cloud(self, driver: Driver, token: str) -> int:
         return sum(1 for h in driver.describe(self.owner) if h.token == token)
@@ -58,7 +66,12 @@ class DriverContract:
         assert handle.cloud == request.cloud
         assert handle.state in self.launch_states
         assert (handle.owner, handle.plan_id, handle.token, handle.workload, handle.market) == (
-            request.owner, request.plan_id, request.token, request.workload, request.market)
+            request.owner,
+            request.plan_id,
+            request.token,
+            request.workload,
+            request.market,
+        )
         assert handle.instance_type == request.instance_type
         assert handle.region == request.region
         if handle.launched_at is not None:
@@ -82,8 +95,10 @@ class DriverContract:
         assert self.creations_in_cloud(request.token) in (None, 1)
 
     def test_describe_lists_exactly_the_owners_live_instances(self, driver: Driver) -> None:
-        mine = [driver.launch(self.make_request(self.token(3), Market.SPOT)),
-                driver.launch(self.make_request(self.token(4), Market.ON_DEMAND))]
+        mine = [
+            driver.launch(self.make_request(self.token(3), Market.SPOT)),
+            driver.launch(self.make_request(self.token(4), Market.ON_DEMAND)),
+        ]
         theirs = driver.launch(self.make_request(self.token(5), Market.SPOT, owner=self.other_owner))
         gone = driver.launch(self.make_request(self.token(6), Market.SPOT))
         driver.terminate([gone.instance_id])

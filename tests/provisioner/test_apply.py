@@ -26,20 +26,34 @@ NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 
 def doc(counts: dict[tuple[str, str, str], list[int]], plan_id: str = "plan-a") -> PlanDocument:
     """A hand-made document for unit tests of the diff (the planner's own are tested below)."""
-    horizon = 1 if len(next(iter(counts.values()))) == 1 else 24      # slots past the given ones repeat the last
-    allocs = [alloc("aws", market, [*by_slot, *[by_slot[-1]] * (horizon - len(by_slot))], workload=workload,
-                    itype="p4d.24xlarge", zone=zone, gpus=8, unit="10.0")
-              for (zone, market, workload), by_slot in counts.items()]
-    return handmade(allocs, horizon=horizon, origin="constant" if horizon == 1 else "day",
-                    workloads=(WorkloadSpec("training"),), plan_id=plan_id)
+    horizon = 1 if len(next(iter(counts.values()))) == 1 else 24  # slots past the given ones repeat the last
+    allocs = [
+        alloc(
+            "aws",
+            market,
+            [*by_slot, *[by_slot[-1]] * (horizon - len(by_slot))],
+            workload=workload,
+            itype="p4d.24xlarge",
+            zone=zone,
+            gpus=8,
+            unit="10.0",
+        )
+        for (zone, market, workload), by_slot in counts.items()
+    ]
+    return handmade(
+        allocs,
+        horizon=horizon,
+        origin="constant" if horizon == 1 else "day",
+        workloads=(WorkloadSpec("training"),),
+        plan_id=plan_id,
+    )
 
 
 def placed(d: PlanDocument, slot: int = 0) -> int:
     return sum(a.instances_by_slot[slot] for a in d.placements())
 
 
-def run_once(d: PlanDocument, slot: int, drv: FakeDriver, state: StateStore, *, before: Any = None,
-             **kw: Any) -> Any:
+def run_once(d: PlanDocument, slot: int, drv: FakeDriver, state: StateStore, *, before: Any = None, **kw: Any) -> Any:
     plan_diff = diff(d, slot, drv.describe("fleet"), "fleet", unit_prices([before]) if before else None)
     execute(plan_diff, {Cloud.AWS: drv}, state, "fleet", lambda: NOW, **kw)
     return plan_diff
@@ -65,11 +79,12 @@ def test_next_slot_scales_down_and_a_new_plan_keeps_what_it_can(_isolated_db: st
     down = run_once(plan, 1, drv, state)
     assert (len(down.terminate), len(down.keep)) == (2, 1)
     kept_token = drv.describe("fleet")[0].token
-    assert kept_token == launch_token("plan-a", ("aws", "us-east-1", "use1-az1", "p4d.24xlarge", "spot",
-                                                 "training"), 0, "fleet")
+    assert kept_token == launch_token(
+        "plan-a", ("aws", "us-east-1", "use1-az1", "p4d.24xlarge", "spot", "training"), 0, "fleet"
+    )
     newer = doc({("use1-az1", "spot", "training"): [2], ("use1-az3", "on_demand", "training"): [1]}, "plan-b")
     step = run_once(newer, 0, drv, state)
-    assert len(step.keep) == 1 and len(step.launch) == 2 and not step.terminate   # the old instance stays
+    assert len(step.keep) == 1 and len(step.launch) == 2 and not step.terminate  # the old instance stays
     assert len(drv.describe("fleet")) == 3
 
 
@@ -100,11 +115,11 @@ def test_budget_makes_a_swap_break_before_make(_isolated_db: str) -> None:
     drv.calls.clear()
     run_once(b, 0, drv, state, budget_per_hour=Decimal(20), before=a)
     order = [c for c in drv.calls if c != "describe"]
-    assert order[0] == "terminate" and order.count("launch") == 2     # 40/h both ways would break the budget
+    assert order[0] == "terminate" and order.count("launch") == 2  # 40/h both ways would break the budget
     drv.calls.clear()
     run_once(doc({("use1-az3", "spot", "training"): [2]}, "plan-c"), 0, drv, state, before=b)
     order = [c for c in drv.calls if c != "describe"]
-    assert order == ["launch", "launch", "terminate"]                  # no budget: make before break
+    assert order == ["launch", "launch", "terminate"]  # no budget: make before break
 
 
 def test_reservations_are_wanted_in_every_slot() -> None:
@@ -165,15 +180,29 @@ def test_cli_capacity_failover_moves_to_another_pool(fake_clouds: dict[Cloud, Fa
     state = StateStore()
     assert (cloud.value, *refused) in state.unavailable(datetime.now(UTC))
     r = runner.invoke(app, ["plans", "-o", "json"])
-    assert len(json.loads(r.stdout)) == 2                                      # the re-solved plan is saved
+    assert len(json.loads(r.stdout)) == 2  # the re-solved plan is saved
 
 
-def test_cli_failover_that_runs_out_of_pools_says_what_it_tried(fake_clouds: dict[Cloud, FakeDriver],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = saved_plan("--gpus", "8", "--type", "a100-80gb", "--node-gpus", "8", "--markets", "on_demand",
-                      "--clouds", "azure", "--region", "eastus*")
-    fake_clouds[Cloud.AZURE] = FakeDriver(Cloud.AZURE, capacity={
-        (o["region"], o["instance_type"], "on_demand"): 0 for o in _azure_8gpu_offers()})
+def test_cli_failover_that_runs_out_of_pools_says_what_it_tried(
+    fake_clouds: dict[Cloud, FakeDriver], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = saved_plan(
+        "--gpus",
+        "8",
+        "--type",
+        "a100-80gb",
+        "--node-gpus",
+        "8",
+        "--markets",
+        "on_demand",
+        "--clouds",
+        "azure",
+        "--region",
+        "eastus*",
+    )
+    fake_clouds[Cloud.AZURE] = FakeDriver(
+        Cloud.AZURE, capacity={(o["region"], o["instance_type"], "on_demand"): 0 for o in _azure_8gpu_offers()}
+    )
     r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale"])
     assert r.exit_code == 4
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
@@ -183,14 +212,24 @@ def test_cli_failover_that_runs_out_of_pools_says_what_it_tried(fake_clouds: dic
 
 
 def _azure_8gpu_offers() -> list[dict[str, Any]]:
-    r = runner.invoke(app, ["prices", "--type", "a100-80gb", "--cloud", "azure", "--market", "on_demand",
-                            "-o", "json"])
+    r = runner.invoke(app, ["prices", "--type", "a100-80gb", "--cloud", "azure", "--market", "on_demand", "-o", "json"])
     return [o for o in json.loads(r.stdout)["offers"] if o["gpus_per_instance"] == 8]
 
 
 def test_handles_have_pools() -> None:
-    h = InstanceHandle(cloud=Cloud.AWS, instance_id="i", region="r", zone=None, instance_type="t",
-                       market=Market.SPOT, state="running", owner="o", plan_id="p", token="k", workload="w")
+    h = InstanceHandle(
+        cloud=Cloud.AWS,
+        instance_id="i",
+        region="r",
+        zone=None,
+        instance_type="t",
+        market=Market.SPOT,
+        state="running",
+        owner="o",
+        plan_id="p",
+        token="k",
+        workload="w",
+    )
     assert h.pool == ("aws", "r", "", "t", "spot", "w")
 
 
@@ -202,8 +241,11 @@ def test_two_fleets_applying_one_plan_get_different_tokens(_isolated_db: str) ->
 
 
 def test_launch_requests_carry_the_gpu_for_attached_accelerators() -> None:
-    plan = handmade([alloc("gcp", "spot", [1], region="us-central1", zone="us-central1-a", itype="n1-standard-8",
-                           gpu="T4")], horizon=1, origin="constant")
+    plan = handmade(
+        [alloc("gcp", "spot", [1], region="us-central1", zone="us-central1-a", itype="n1-standard-8", gpu="T4")],
+        horizon=1,
+        origin="constant",
+    )
     [req] = diff(plan, 0, [], "fleet").launch
     assert (req.instance_type, req.gpu, req.gpus) == ("n1-standard-8", "T4", 1)
 

@@ -32,8 +32,11 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[str]:
     port = _free_port()
-    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -53,9 +56,15 @@ def moto_server() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def env(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("crash")
-    base = {**os.environ, "AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-            "GPUPROV_DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite'}", "GPUPROV_CONFIG": str(tmp / "none.yaml")}
+    base = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "GPUPROV_DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite'}",
+        "GPUPROV_CONFIG": str(tmp / "none.yaml"),
+    }
     base.pop("GPUPROV_FAULT", None)
     base.pop("GPUPROV_FAKE_CLOUD", None)
     ec2 = _ec2(moto_server)
@@ -64,8 +73,9 @@ def env(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 
 
 def _ec2(url: str) -> Any:
-    return boto3.client("ec2", region_name="us-east-1", endpoint_url=url, aws_access_key_id="testing",
-                        aws_secret_access_key="testing")
+    return boto3.client(
+        "ec2", region_name="us-east-1", endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
 
 
 def gpuprov(env: dict[str, str], *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -77,16 +87,36 @@ def gpuprov(env: dict[str, str], *args: str, fault: str | None = None) -> subpro
 
 @pytest.fixture(scope="module")
 def plan(env: dict[str, str]) -> PlanDocument:
-    r = gpuprov(env, "plan", "--gpus", "40", "--type", "a100", "--clouds", "aws", "--region", "us-east-1",
-                "--save", "-o", "json")
+    r = gpuprov(
+        env,
+        "plan",
+        "--gpus",
+        "40",
+        "--type",
+        "a100",
+        "--clouds",
+        "aws",
+        "--region",
+        "us-east-1",
+        "--save",
+        "-o",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     return from_json(r.stdout)
 
 
 def live(url: str, owner: str) -> list[dict[str, Any]]:
-    pages = _ec2(url).get_paginator("describe_instances").paginate(Filters=[
-        {"Name": "tag:gpuprov-owner", "Values": [owner]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    pages = (
+        _ec2(url)
+        .get_paginator("describe_instances")
+        .paginate(
+            Filters=[
+                {"Name": "tag:gpuprov-owner", "Values": [owner]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+    )
     return [i for p in pages for r in p["Reservations"] for i in r["Instances"]]
 
 
@@ -102,23 +132,24 @@ def _fleet_matches_the_plan(url: str, owner: str, plan: PlanDocument) -> None:
     instances = live(url, owner)
     tags = [{t["Key"]: t["Value"] for t in i["Tags"]} for i in instances]
     tokens = Counter(t["gpuprov-token"] for t in tags)
-    assert all(n == 1 for n in tokens.values()), tokens                        # no duplicate
+    assert all(n == 1 for n in tokens.values()), tokens  # no duplicate
     want = Counter()
     for a in plan.placements():
         want[(a.instance_type, a.market, a.workload)] += a.instances_by_slot[0]
-    got = Counter((i["InstanceType"], t["gpuprov-market"], t["gpuprov-workload"]) for i, t in zip(instances, tags,
-                                                                                                     strict=True))
-    assert got == want                                                          # exact counts, no orphan
+    got = Counter(
+        (i["InstanceType"], t["gpuprov-market"], t["gpuprov-workload"]) for i, t in zip(instances, tags, strict=True)
+    )
+    assert got == want  # exact counts, no orphan
 
 
 @pytest.mark.parametrize("where", ["after-launch", "before-launch"])
-def test_killed_after_k_launches_then_rerun_leaves_exactly_the_plan(env: dict[str, str], plan: PlanDocument,
-                                                                    moto_server: str, where: str) -> None:
+def test_killed_after_k_launches_then_rerun_leaves_exactly_the_plan(
+    env: dict[str, str], plan: PlanDocument, moto_server: str, where: str
+) -> None:
     total = total_of(plan)
     for k in range(1, total + 1):
         owner = f"{where}-{k}"
-        killed = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner,
-                         fault=f"{where}:{k}")
+        killed = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, fault=f"{where}:{k}")
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         assert len(live(moto_server, owner)) == (k if where == "after-launch" else k - 1)
         again = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, "-o", "json")

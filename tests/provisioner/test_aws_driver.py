@@ -37,10 +37,24 @@ def make_driver(**kw: Any) -> AwsDriver:
     return AwsDriver(["us-east-1"], image=ami(), sleep=lambda _s: None, **kw)
 
 
-def req(token: str, market: Market = Market.ON_DEMAND, owner: str = "fleet-a", zone: str = "use1-az1",
-        itype: str = "p4d.24xlarge") -> LaunchRequest:
-    return LaunchRequest(cloud=Cloud.AWS, region="us-east-1", zone=zone, instance_type=itype, market=market,
-                         token=token, owner=owner, plan_id="plan1", workload="training")
+def req(
+    token: str,
+    market: Market = Market.ON_DEMAND,
+    owner: str = "fleet-a",
+    zone: str = "use1-az1",
+    itype: str = "p4d.24xlarge",
+) -> LaunchRequest:
+    return LaunchRequest(
+        cloud=Cloud.AWS,
+        region="us-east-1",
+        zone=zone,
+        instance_type=itype,
+        market=market,
+        token=token,
+        owner=owner,
+        plan_id="plan1",
+        workload="training",
+    )
 
 
 def test_launch_tags_zone_and_spot(aws: None) -> None:
@@ -48,11 +62,14 @@ def test_launch_tags_zone_and_spot(aws: None) -> None:
     h = d.launch(req("tok1", Market.SPOT))
     assert h.instance_id.startswith("us-east-1/i-") and h.zone == "use1-az1"
     assert (h.owner, h.plan_id, h.token, h.workload, h.market) == ("fleet-a", "plan1", "tok1", "training", Market.SPOT)
-    raw = boto3.client("ec2", region_name="us-east-1").describe_instances(
-        InstanceIds=[h.instance_id.split("/")[1]])["Reservations"][0]["Instances"][0]
+    raw = boto3.client("ec2", region_name="us-east-1").describe_instances(InstanceIds=[h.instance_id.split("/")[1]])[
+        "Reservations"
+    ][0]["Instances"][0]
     assert raw["InstanceLifecycle"] == "spot"
-    zone_name = {z["ZoneId"]: z["ZoneName"] for z in boto3.client("ec2", region_name="us-east-1")
-                 .describe_availability_zones()["AvailabilityZones"]}["use1-az1"]
+    zone_name = {
+        z["ZoneId"]: z["ZoneName"]
+        for z in boto3.client("ec2", region_name="us-east-1").describe_availability_zones()["AvailabilityZones"]
+    }["use1-az1"]
     assert raw["Placement"]["AvailabilityZone"] == zone_name
     assert {t["Key"] for t in raw["Tags"]} >= {"gpuprov-owner", "gpuprov-plan", "gpuprov-token", "gpuprov-workload"}
 
@@ -72,7 +89,7 @@ def test_describe_is_per_owner_and_terminate_is_idempotent(aws: None) -> None:
     d.terminate([mine.instance_id])
     d.terminate([mine.instance_id, "us-east-1/i-0123456789abcdef0"])
     assert d.describe("fleet-a") == []
-    again = d.launch(req("t1"))                 # a terminated instance does not hold its token
+    again = d.launch(req("t1"))  # a terminated instance does not hold its token
     assert again.instance_id != mine.instance_id
 
 
@@ -83,32 +100,51 @@ def test_placement_group_for_a_gang(aws: None) -> None:
     def capture(params: dict[str, Any], **_: Any) -> None:
         created.append(params["GroupName"])
 
-    def fake_pg(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:   # moto does not implement placement groups
+    def fake_pg(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:  # moto does not implement placement groups
         return AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}
 
     events = d.client("us-east-1").meta.events
     events.register("before-parameter-build.ec2.CreatePlacementGroup", capture)
     events.register("before-call.ec2.CreatePlacementGroup", fake_pg)
-    r = LaunchRequest(cloud=Cloud.AWS, region="us-east-1", zone="use1-az1", instance_type="p4d.24xlarge",
-                      market=Market.ON_DEMAND, token="g1", owner="fleet-a", plan_id="p", workload="training",
-                      placement_group="gpuprov-fleet-a-training-use1-az1")
+    r = LaunchRequest(
+        cloud=Cloud.AWS,
+        region="us-east-1",
+        zone="use1-az1",
+        instance_type="p4d.24xlarge",
+        market=Market.ON_DEMAND,
+        token="g1",
+        owner="fleet-a",
+        plan_id="p",
+        workload="training",
+        placement_group="gpuprov-fleet-a-training-use1-az1",
+    )
     d.launch(r)
     assert created == ["gpuprov-fleet-a-training-use1-az1"]
 
 
 def _error(code: str, status: int = 500) -> Any:
     def handler(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
-        return (AWSResponse("https://x", status, {}, None),
-                {"Error": {"Code": code, "Message": f"{code} for this test"},
-                 "ResponseMetadata": {"HTTPStatusCode": status}})
+        return (
+            AWSResponse("https://x", status, {}, None),
+            {
+                "Error": {"Code": code, "Message": f"{code} for this test"},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            },
+        )
+
     return handler
 
 
-@pytest.mark.parametrize(("code", "error"), [
-    ("InsufficientInstanceCapacity", CapacityError), ("Unsupported", CapacityError),
-    ("VcpuLimitExceeded", QuotaError), ("MaxSpotInstanceCountExceeded", QuotaError),
-    ("UnauthorizedOperation", CredentialsError),
-])
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("InsufficientInstanceCapacity", CapacityError),
+        ("Unsupported", CapacityError),
+        ("VcpuLimitExceeded", QuotaError),
+        ("MaxSpotInstanceCountExceeded", QuotaError),
+        ("UnauthorizedOperation", CredentialsError),
+    ],
+)
 def test_errors_are_translated_with_the_pool(aws: None, code: str, error: type[Exception]) -> None:
     d = make_driver()
     d.launcher("us-east-1").meta.events.register("before-call.ec2.RunInstances", _error(code, 400))
@@ -125,7 +161,7 @@ def test_throttling_is_retried_then_succeeds_once(aws: None) -> None:
 
     def throttle_twice(**kw: Any) -> Any:
         calls["n"] += 1
-        return throttle(**kw) if calls["n"] <= 2 else None     # None: on to moto
+        return throttle(**kw) if calls["n"] <= 2 else None  # None: on to moto
 
     d.launcher("us-east-1").meta.events.register("before-call.ec2.RunInstances", throttle_twice)
     d.launch(req("r1"))

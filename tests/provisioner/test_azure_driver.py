@@ -36,8 +36,9 @@ TOKEN = "3f2a9c0b7d1e4a5b6c7d8e9f"
 NAME = f"gpuprov-{TOKEN}"
 OP = "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
 ASYNC = f"{ARM}/providers/Microsoft.Compute/locations/{LOC}/operations/{OP}?p=ZmFrZQ&api-version=2026-04-01"
-SUBNET = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/gpuprov-vnet" \
-         "/subnets/default"
+SUBNET = (
+    f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/gpuprov-vnet/subnets/default"
+)
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake gpuprov"
 SECRET = "eyJ0eXAiOiJKV1Qi.fake-access-token.not-real"
 POOL = ("azure", LOC, "Standard_NC24ads_A100_v4", "spot")
@@ -53,16 +54,25 @@ def fixture(name: str) -> Any:
 
 
 def request(token: str = TOKEN, market: Market = Market.SPOT, **kw: Any) -> LaunchRequest:
-    fields: dict[str, Any] = dict(cloud=Cloud.AZURE, region=LOC, zone=None, instance_type="Standard_NC24ads_A100_v4",
-                                  market=market, token=token, owner="team-ml", plan_id="9b1f0c2d4e6a",
-                                  workload="train")
+    fields: dict[str, Any] = dict(
+        cloud=Cloud.AZURE,
+        region=LOC,
+        zone=None,
+        instance_type="Standard_NC24ads_A100_v4",
+        market=market,
+        token=token,
+        owner="team-ml",
+        plan_id="9b1f0c2d4e6a",
+        workload="train",
+    )
     fields.update(kw)
     return LaunchRequest(**fields)
 
 
 def make_driver(**kw: Any) -> AzureDriver:
-    fields: dict[str, Any] = dict(credential=FakeCredential(), ssh_public_key=SSH_KEY, subnet_id=SUBNET,
-                                  polling_interval=0)
+    fields: dict[str, Any] = dict(
+        credential=FakeCredential(), ssh_public_key=SSH_KEY, subnet_id=SUBNET, polling_interval=0
+    )
     fields.update(kw)
     return AzureDriver(SUB, RG, LOC, **fields)
 
@@ -73,8 +83,15 @@ def replay() -> Iterator[responses.RequestsMock]:
         yield rsps
 
 
-def record(rsps: responses.RequestsMock, method: str, url: str, name: str | None, status: int = 200,
-           headers: dict[str, str] | None = None, **kw: Any) -> None:
+def record(
+    rsps: responses.RequestsMock,
+    method: str,
+    url: str,
+    name: str | None,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    **kw: Any,
+) -> None:
     if name is None:
         rsps.add(method, url, status=status, headers=headers, **kw)
     else:
@@ -98,7 +115,7 @@ def test_launch_spot_follows_the_async_operation_then_gets_the_vm(replay: respon
 
     started = time.monotonic()
     handle = make_driver().launch(request())
-    assert time.monotonic() - started < 2   # polling_interval=0: no 30 s fallback sleeps
+    assert time.monotonic() - started < 2  # polling_interval=0: no 30 s fallback sleeps
 
     assert (handle.instance_id, handle.cloud, handle.region, handle.zone) == (NAME, Cloud.AZURE, LOC, None)
     assert (handle.instance_type, handle.market, handle.state) == ("Standard_NC24ads_A100_v4", Market.SPOT, "running")
@@ -110,13 +127,22 @@ def test_launch_spot_follows_the_async_operation_then_gets_the_vm(replay: respon
     assert put.headers["Authorization"] == f"Bearer {SECRET}"
     body = json.loads(put.body)
     assert body["location"] == LOC
-    assert body["tags"] == {"gpuprov-owner": "team-ml", "gpuprov-plan": "9b1f0c2d4e6a", "gpuprov-token": TOKEN,
-                            "gpuprov-workload": "train", "gpuprov-market": "spot"}
+    assert body["tags"] == {
+        "gpuprov-owner": "team-ml",
+        "gpuprov-plan": "9b1f0c2d4e6a",
+        "gpuprov-token": TOKEN,
+        "gpuprov-workload": "train",
+        "gpuprov-market": "spot",
+    }
     props = body["properties"]
     assert (props["priority"], props["evictionPolicy"], props["billingProfile"]) == ("Spot", "Delete", {"maxPrice": -1})
     assert props["hardwareProfile"] == {"vmSize": "Standard_NC24ads_A100_v4"}
-    assert props["storageProfile"]["imageReference"] == {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc",
-                                                         "sku": "2204", "version": "latest"}
+    assert props["storageProfile"]["imageReference"] == {
+        "publisher": "microsoft-dsvm",
+        "offer": "ubuntu-hpc",
+        "sku": "2204",
+        "version": "latest",
+    }
     assert props["storageProfile"]["osDisk"]["deleteOption"] == "Delete"
     nic = props["networkProfile"]["networkInterfaceConfigurations"][0]
     assert props["networkProfile"]["networkApiVersion"] == "2020-11-01"
@@ -170,27 +196,45 @@ def test_403_is_a_credentials_error_that_does_not_show_the_token(replay: respons
 
 
 def test_throttling_after_the_sdk_retries_is_transient(replay: responses.RequestsMock) -> None:
-    for _ in range(2):   # the first try and one retry
-        replay.add("GET", f"{VMS}/{NAME}", status=429, headers={"Retry-After": "0"},
-                   json={"error": {"code": "TooManyRequests", "message": "The request is being throttled."}})
+    for _ in range(2):  # the first try and one retry
+        replay.add(
+            "GET",
+            f"{VMS}/{NAME}",
+            status=429,
+            headers={"Retry-After": "0"},
+            json={"error": {"code": "TooManyRequests", "message": "The request is being throttled."}},
+        )
     driver = make_driver(client_kwargs={"retry_total": 1, "retry_backoff_factor": 0})
     with pytest.raises(TransientError):
         driver.launch(request())
 
 
 def test_describe_follows_next_link_and_keeps_the_owners_live_vms(replay: responses.RequestsMock) -> None:
-    record(replay, "GET", VMS, "virtualMachines.list.page1.json",
-           match=[matchers.query_param_matcher({"api-version": "2026-04-01"})])
-    record(replay, "GET", VMS, "virtualMachines.list.page2.json",
-           match=[matchers.query_param_matcher({"api-version": "2026-04-01",
-                                                "$skiptoken": "Z3B1cHJvdi01YzZkN2U4ZjlhMGIxYzJkM2U0ZjVhNmI"})])
+    record(
+        replay,
+        "GET",
+        VMS,
+        "virtualMachines.list.page1.json",
+        match=[matchers.query_param_matcher({"api-version": "2026-04-01"})],
+    )
+    record(
+        replay,
+        "GET",
+        VMS,
+        "virtualMachines.list.page2.json",
+        match=[
+            matchers.query_param_matcher(
+                {"api-version": "2026-04-01", "$skiptoken": "Z3B1cHJvdi01YzZkN2U4ZjlhMGIxYzJkM2U0ZjVhNmI"}
+            )
+        ],
+    )
 
     handles = make_driver().describe("team-ml")
 
     assert [(h.instance_id, h.state, h.market, h.instance_type, h.workload) for h in handles] == [
         (NAME, "running", Market.SPOT, "Standard_NC24ads_A100_v4", "train"),
         ("gpuprov-5c6d7e8f9a0b1c2d3e4f5a6b", "pending", Market.ON_DEMAND, "Standard_NC4as_T4_v3", "infer"),
-    ]   # page 2: a Deleting VM, another owner's VM and an untagged VM are all left out
+    ]  # page 2: a Deleting VM, another owner's VM and an untagged VM are all left out
     assert all(h.region == LOC and h.zone is None for h in handles)
 
 
@@ -203,8 +247,14 @@ def test_terminate_waits_for_the_delete_and_a_404_is_success() -> None:
 
 
 def _record_terminate(replay: responses.RequestsMock) -> None:
-    record(replay, "DELETE", f"{VMS}/{NAME}", None, status=202,
-           headers={**ASYNC_HEADERS, "Location": ASYNC + "&monitor=true"})
+    record(
+        replay,
+        "DELETE",
+        f"{VMS}/{NAME}",
+        None,
+        status=202,
+        headers={**ASYNC_HEADERS, "Location": ASYNC + "&monitor=true"},
+    )
     record(replay, "DELETE", f"{VMS}/gpuprov-000000000000000000000000", "virtualMachines.delete.404.json", status=404)
     record(replay, "GET", ASYNC, "operations.get.succeeded.json")
 
@@ -220,7 +270,7 @@ def _unknown_fields(data: Any, hint: Any, where: str) -> list[str]:
         return [u for i, item in enumerate(data) for u in _unknown_fields(item, item_hint, f"{where}[{i}]")]
     if not (isinstance(hint, type) and issubclass(hint, SdkModel)):
         return []
-    hint()   # the SDK fills the rest-field table on first construction
+    hint()  # the SDK fills the rest-field table on first construction
     hints = typing.get_type_hints(hint, globalns=vars(model_defs), localns={"_models": compute_models})
     by_rest = {field._rest_name: hints.get(attr) for attr, field in hint._attr_to_rest_field.items()}
     found = []
@@ -242,8 +292,9 @@ def test_recordings_use_only_field_names_the_sdk_models_define() -> None:
             assert _unknown_fields(data["value"], list[compute_models.VirtualMachine], path.name) == []
         else:
             assert _unknown_fields(data, compute_models.VirtualMachine, path.name) == []
-    assert _unknown_fields({"properties": {"hardwareProfile": {"vmSiz": "x"}}}, compute_models.VirtualMachine,
-                           "probe") == ["probe.properties.hardwareProfile.vmSiz"]
+    assert _unknown_fields(
+        {"properties": {"hardwareProfile": {"vmSiz": "x"}}}, compute_models.VirtualMachine, "probe"
+    ) == ["probe.properties.hardwareProfile.vmSiz"]
 
 
 # -- against the stateful fake ---------------------------------------------------------------------
@@ -290,7 +341,11 @@ def test_launch_needs_a_subnet_and_a_key_and_the_drivers_location(arm: FakeArm) 
 def test_an_image_urn_on_the_request_becomes_an_image_reference(arm: FakeArm) -> None:
     make_driver().launch(request(image="Canonical:ubuntu-24_04-lts:server:latest"))
     assert arm.puts[0]["properties"]["storageProfile"]["imageReference"] == {
-        "publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "latest"}
+        "publisher": "Canonical",
+        "offer": "ubuntu-24_04-lts",
+        "sku": "server",
+        "version": "latest",
+    }
 
 
 class TestAzureContract(DriverContract):
@@ -312,8 +367,15 @@ class TestAzureContract(DriverContract):
 
 # -- import cost -----------------------------------------------------------------------------------
 def test_importing_the_driver_loads_no_azure_sdk() -> None:
-    code = ("import sys, json\nimport provisioner.drivers.azure\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'azure')))")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import sys, json\nimport provisioner.drivers.azure\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'azure')))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []

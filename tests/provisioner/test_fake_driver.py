@@ -24,8 +24,17 @@ class TestFakeContract(DriverContract):
 
 
 def _req(token: str) -> LaunchRequest:
-    return LaunchRequest(cloud=Cloud.AWS, region="us-east-1", zone="use1-az1", instance_type="p4d.24xlarge",
-                         market=Market.SPOT, token=token, owner="o", plan_id="p", workload="w")
+    return LaunchRequest(
+        cloud=Cloud.AWS,
+        region="us-east-1",
+        zone="use1-az1",
+        instance_type="p4d.24xlarge",
+        market=Market.SPOT,
+        token=token,
+        owner="o",
+        plan_id="p",
+        workload="w",
+    )
 
 
 def test_capacity_is_enforced_per_pool() -> None:

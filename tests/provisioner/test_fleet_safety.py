@@ -18,9 +18,15 @@ from tests.provisioner.test_apply_crash import BIN, _ec2, live, moto_server  # n
 
 
 def make_env(moto_server: str, tmp: Path, name: str) -> dict[str, str]:  # noqa: F811
-    env = {**os.environ, "AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "GPUPROV_DATABASE_URL": f"sqlite:///{tmp / f'{name}.sqlite'}", "GPUPROV_CONFIG": str(tmp / "none.yaml")}
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "GPUPROV_DATABASE_URL": f"sqlite:///{tmp / f'{name}.sqlite'}",
+        "GPUPROV_CONFIG": str(tmp / "none.yaml"),
+    }
     for key in ("GPUPROV_FAULT", "GPUPROV_FAKE_CLOUD", "GPUPROV_DEBUG"):
         env.pop(key, None)
     env["GPUPROV_AWS_IMAGE"] = _ec2(moto_server).describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
@@ -32,13 +38,27 @@ def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([str(BIN / "gpuprov"), *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(BIN / "gpuprov"), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def saved_plan(env: dict[str, str], gpus: int = 40) -> PlanDocument:
-    r = run(env, "plan", "--gpus", str(gpus), "--type", "a100", "--clouds", "aws", "--region", "us-east-1",
-            "--save", "-o", "json")
+    r = run(
+        env,
+        "plan",
+        "--gpus",
+        str(gpus),
+        "--type",
+        "a100",
+        "--clouds",
+        "aws",
+        "--region",
+        "us-east-1",
+        "--save",
+        "-o",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     return from_json(r.stdout)
 
@@ -61,7 +81,7 @@ def test_a_fresh_database_finds_and_destroys_a_running_fleet(moto_server: str, t
     assert r.returncode == 0, r.stderr
     running = len(live(moto_server, "lost-db"))
     assert running == sum(wanted(plan).values()) > 0
-    fresh = make_env(moto_server, tmp_path, "fresh")          # another machine, or the database was lost
+    fresh = make_env(moto_server, tmp_path, "fresh")  # another machine, or the database was lost
     r = run(fresh, "status", "--owner", "lost-db", "-o", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["instances"] == running
@@ -79,8 +99,10 @@ def test_malformed_tags_do_not_stop_status_or_destroy(moto_server: str, tmp_path
     assert len(ids) >= 2
     ec2 = _ec2(moto_server)
     ec2.create_tags(Resources=[ids[0]], Tags=[{"Key": "gpuprov-market", "Value": "bogus"}])
-    ec2.create_tags(Resources=[ids[1]], Tags=[{"Key": "gpuprov-workload", "Value": "[/]"},
-                                              {"Key": "gpuprov-plan", "Value": "${file(\"/etc/passwd\")}"}])
+    ec2.create_tags(
+        Resources=[ids[1]],
+        Tags=[{"Key": "gpuprov-workload", "Value": "[/]"}, {"Key": "gpuprov-plan", "Value": '${file("/etc/passwd")}'}],
+    )
     r = run(env, "status", "--owner", "odd-tags")
     assert r.returncode == 0, r.stderr
     assert "unreadable tags: gpuprov-market" in r.stdout and "unreadable tags: gpuprov-plan" in r.stdout
@@ -94,22 +116,25 @@ def test_malformed_tags_do_not_stop_status_or_destroy(moto_server: str, tmp_path
 def test_two_concurrent_applies_end_with_exactly_the_plan(moto_server: str, tmp_path: Path) -> None:  # noqa: F811
     env = make_env(moto_server, tmp_path, "race")
     plan = saved_plan(env)
-    procs = [start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "twice", "--wait", "240")
-             for _ in range(2)]
+    procs = [
+        start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "twice", "--wait", "240")
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     instances = live(moto_server, "twice")
     tags = tags_of(instances)
     tokens = Counter(t["gpuprov-token"] for t in tags)
     assert all(n == 1 for n in tokens.values()), tokens
-    got = Counter((i["InstanceType"], t["gpuprov-market"], t["gpuprov-workload"]) for i, t in zip(instances, tags,
-                                                                                                     strict=True))
+    got = Counter(
+        (i["InstanceType"], t["gpuprov-market"], t["gpuprov-workload"]) for i, t in zip(instances, tags, strict=True)
+    )
     assert got == wanted(plan)
 
 
 def test_a_second_actor_without_wait_is_told_who_holds_the_fleet(moto_server: str, tmp_path: Path) -> None:  # noqa: F811
     env = make_env(moto_server, tmp_path, "busy")
-    plan = saved_plan(env, 480)                      # dozens of launches: the first actor is still at work
+    plan = saved_plan(env, 480)  # dozens of launches: the first actor is still at work
     first = start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "busy", "--max-launch", "1000")
     _wait_for_instances(moto_server, "busy", first)
     second = run(env, "destroy", "--yes", "--owner", "busy")

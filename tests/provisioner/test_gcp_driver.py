@@ -44,9 +44,17 @@ def fixture(name: str) -> Any:
 
 
 def request(token: str = TOKEN, market: Market = Market.SPOT, **kw: Any) -> LaunchRequest:
-    fields: dict[str, Any] = dict(cloud=Cloud.GCP, region="us-central1", zone=ZONE, instance_type="a2-highgpu-1g",
-                                  market=market, token=token, owner="team-ml", plan_id="9b1f0c2d4e6a",
-                                  workload="train")
+    fields: dict[str, Any] = dict(
+        cloud=Cloud.GCP,
+        region="us-central1",
+        zone=ZONE,
+        instance_type="a2-highgpu-1g",
+        market=market,
+        token=token,
+        owner="team-ml",
+        plan_id="9b1f0c2d4e6a",
+        workload="train",
+    )
     fields.update(kw)
     return LaunchRequest(**fields)
 
@@ -82,9 +90,19 @@ def test_launch_spot_inserts_then_polls_the_zone_operation_until_done(replay: re
 
     assert handle.instance_id == f"{ZONE}/{NAME}"
     assert (handle.cloud, handle.region, handle.zone, handle.instance_type) == (
-        Cloud.GCP, "us-central1", ZONE, "a2-highgpu-1g")
+        Cloud.GCP,
+        "us-central1",
+        ZONE,
+        "a2-highgpu-1g",
+    )
     assert (handle.market, handle.state, handle.owner, handle.plan_id, handle.token, handle.workload) == (
-        Market.SPOT, "running", "team-ml", "9b1f0c2d4e6a", TOKEN, "train")
+        Market.SPOT,
+        "running",
+        "team-ml",
+        "9b1f0c2d4e6a",
+        TOKEN,
+        "train",
+    )
     assert handle.launched_at == datetime(2026, 11, 2, 10, 15, 30, 401000, tzinfo=UTC)
 
     insert = replay.calls[1]
@@ -92,14 +110,23 @@ def test_launch_spot_inserts_then_polls_the_zone_operation_until_done(replay: re
     body = json.loads(insert.request.body)
     assert body["name"] == NAME
     assert body["machineType"] == f"zones/{ZONE}/machineTypes/a2-highgpu-1g"
-    assert body["scheduling"] == {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
-                                  "onHostMaintenance": "TERMINATE", "automaticRestart": False}
-    assert body["labels"] == {"gpuprov-owner": "team-ml", "gpuprov-plan": "9b1f0c2d4e6a", TOKEN_TAG: TOKEN,
-                              "gpuprov-workload": "train", "gpuprov-market": "spot"}
+    assert body["scheduling"] == {
+        "provisioningModel": "SPOT",
+        "instanceTerminationAction": "DELETE",
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": False,
+    }
+    assert body["labels"] == {
+        "gpuprov-owner": "team-ml",
+        "gpuprov-plan": "9b1f0c2d4e6a",
+        TOKEN_TAG: TOKEN,
+        "gpuprov-workload": "train",
+        "gpuprov-market": "spot",
+    }
     assert body["disks"][0]["boot"] and body["disks"][0]["autoDelete"]
     assert body["disks"][0]["initializeParams"]["sourceImage"].endswith("/images/family/ubuntu-2204-lts")
     assert body["networkInterfaces"] == [{"network": "global/networks/default"}]
-    assert "metadata" not in body or not body["metadata"].get("items")   # every tag was a valid label
+    assert "metadata" not in body or not body["metadata"].get("items")  # every tag was a valid label
 
 
 def test_an_existing_instance_is_returned_without_an_insert(replay: responses.RequestsMock) -> None:
@@ -109,8 +136,13 @@ def test_an_existing_instance_is_returned_without_an_insert(replay: responses.Re
     assert len(replay.calls) == 1
 
 
-@pytest.mark.parametrize("recording", ["zoneOperations.get.insert.zone-resource-pool-exhausted.json",
-                                       "zoneOperations.get.insert.zone-resource-pool-exhausted-with-details.json"])
+@pytest.mark.parametrize(
+    "recording",
+    [
+        "zoneOperations.get.insert.zone-resource-pool-exhausted.json",
+        "zoneOperations.get.insert.zone-resource-pool-exhausted-with-details.json",
+    ],
+)
 def test_a_stockout_operation_is_a_capacity_error_for_the_pool(replay: responses.RequestsMock, recording: str) -> None:
     record(replay, "GET", f"{API}/instances/{NAME}", "instances.get.404.json", status=404)
     record(replay, "POST", f"{API}/instances", "instances.insert.spot.json")
@@ -145,7 +177,7 @@ def test_a_401_is_a_credentials_error_that_does_not_show_the_token(replay: respo
     record(replay, "GET", f"{API}/instances/{NAME}", "instances.insert.401.json", status=401)
     with pytest.raises(CredentialsError) as caught:
         make_driver(credentials=Credentials(token=secret)).launch(request())
-    assert replay.calls[0].request.headers["Authorization"] == f"Bearer {secret}"   # it was really sent
+    assert replay.calls[0].request.headers["Authorization"] == f"Bearer {secret}"  # it was really sent
     shown = f"{caught.value.message} {caught.value.hint} {caught.value!r}"
     assert secret not in shown and "Bearer" not in shown
 
@@ -171,30 +203,48 @@ def test_a_retried_insert_sends_the_same_request_id(replay: responses.RequestsMo
 
 def test_503s_past_the_retry_deadline_are_a_transient_error(replay: responses.RequestsMock) -> None:
     replay.add("GET", f"{API}/instances/{NAME}", json=fixture("instances.insert.503-backend-error.json"), status=503)
-    driver = GcpDriver(PROJECT, [ZONE], credentials=AnonymousCredentials(),
-                       poll=GcpPolling(initial=0.001, maximum=0.001, multiplier=1.0, timeout=1.0, retry_deadline=0.05))
+    driver = GcpDriver(
+        PROJECT,
+        [ZONE],
+        credentials=AnonymousCredentials(),
+        poll=GcpPolling(initial=0.001, maximum=0.001, multiplier=1.0, timeout=1.0, retry_deadline=0.05),
+    )
     with pytest.raises(TransientError):
         driver.launch(request())
 
 
 def test_an_operation_still_running_at_the_timeout_is_transient() -> None:
-    with responses.RequestsMock() as rsps:   # the last registration of a URL repeats
+    with responses.RequestsMock() as rsps:  # the last registration of a URL repeats
         record(rsps, "GET", f"{API}/instances/{NAME}", "instances.get.404.json", status=404)
         record(rsps, "POST", f"{API}/instances", "instances.insert.spot.json")
         record(rsps, "GET", f"{API}/operations/{INSERT_OP}", "zoneOperations.get.insert.running.json")
-        driver = GcpDriver(PROJECT, [ZONE], credentials=AnonymousCredentials(),
-                           poll=GcpPolling(initial=0.01, maximum=0.01, multiplier=1.0, timeout=0.05))
+        driver = GcpDriver(
+            PROJECT,
+            [ZONE],
+            credentials=AnonymousCredentials(),
+            poll=GcpPolling(initial=0.01, maximum=0.01, multiplier=1.0, timeout=0.05),
+        )
         with pytest.raises(TransientError, match="did not finish in time"):
             driver.launch(request())
 
 
 def test_describe_follows_pages_and_leaves_out_terminated_instances(replay: responses.RequestsMock) -> None:
     wanted = 'labels.gpuprov-owner = "team-ml"'
-    record(replay, "GET", f"{API}/instances", "instances.list.page1.json",
-           match=[matchers.query_param_matcher({"filter": wanted})])
+    record(
+        replay,
+        "GET",
+        f"{API}/instances",
+        "instances.list.page1.json",
+        match=[matchers.query_param_matcher({"filter": wanted})],
+    )
     page2 = fixture("instances.list.page1.json")["nextPageToken"]
-    record(replay, "GET", f"{API}/instances", "instances.list.page2.json",
-           match=[matchers.query_param_matcher({"filter": wanted, "pageToken": page2})])
+    record(
+        replay,
+        "GET",
+        f"{API}/instances",
+        "instances.list.page2.json",
+        match=[matchers.query_param_matcher({"filter": wanted, "pageToken": page2})],
+    )
 
     handles = make_driver().describe("team-ml")
 
@@ -209,8 +259,9 @@ def test_describe_follows_pages_and_leaves_out_terminated_instances(replay: resp
 
 def test_terminate_waits_for_the_delete_and_a_404_is_success(replay: responses.RequestsMock) -> None:
     record(replay, "DELETE", f"{API}/instances/{NAME}", "instances.delete.json")
-    record(replay, "DELETE", f"{API}/instances/gpuprov-000000000000000000000000", "instances.delete.404.json",
-           status=404)
+    record(
+        replay, "DELETE", f"{API}/instances/gpuprov-000000000000000000000000", "instances.delete.404.json", status=404
+    )
     record(replay, "GET", f"{API}/operations/{DELETE_OP}", "zoneOperations.get.delete.done.json")
     make_driver().terminate([f"{ZONE}/{NAME}", f"{ZONE}/gpuprov-000000000000000000000000"])
     assert uuid.UUID(query(replay.calls[0])["requestId"][0])
@@ -218,8 +269,11 @@ def test_terminate_waits_for_the_delete_and_a_404_is_success(replay: responses.R
 
 def test_recordings_parse_strictly_as_the_sdk_messages() -> None:
     """Field names in every recording are real: strict protobuf parsing rejects unknown ones."""
-    kinds = {"compute#operation": compute_v1.Operation, "compute#instance": compute_v1.Instance,
-             "compute#instanceList": compute_v1.InstanceList}
+    kinds = {
+        "compute#operation": compute_v1.Operation,
+        "compute#instance": compute_v1.Instance,
+        "compute#instanceList": compute_v1.InstanceList,
+    }
     checked = 0
     for path in sorted(FIXTURES.glob("*.json")):
         data = json.loads(path.read_text())
@@ -242,8 +296,11 @@ def gce() -> Iterator[FakeGce]:
 
 def test_on_demand_vms_are_standard_with_host_maintenance_terminate(gce: FakeGce) -> None:
     make_driver().launch(request(market=Market.ON_DEMAND, token="1" * 24))
-    assert gce.inserted[0]["scheduling"] == {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE",
-                                             "automaticRestart": True}
+    assert gce.inserted[0]["scheduling"] == {
+        "provisioningModel": "STANDARD",
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": True,
+    }
 
 
 def test_tag_values_that_are_not_label_values_round_trip_through_metadata(gce: FakeGce) -> None:
@@ -251,7 +308,7 @@ def test_tag_values_that_are_not_label_values_round_trip_through_metadata(gce: F
     launched = driver.launch(request(owner="Team ML/ops", workload="Train.Big", token="2" * 24))
     labels = gce.inserted[0]["labels"]
     assert labels["gpuprov-owner"] == label_value("Team ML/ops") != "Team ML/ops"
-    assert label_value("Team ML/ops") == label_value("Team ML/ops")   # deterministic
+    assert label_value("Team ML/ops") == label_value("Team ML/ops")  # deterministic
     assert (launched.owner, launched.workload) == ("Team ML/ops", "Train.Big")
     assert [h.instance_id for h in driver.describe("Team ML/ops")] == [launched.instance_id]
     assert driver.describe("team-ml-ops") == []
@@ -308,11 +365,18 @@ class TestGcpContract(DriverContract):
 
 # -- import cost -----------------------------------------------------------------------------------
 def test_importing_the_driver_loads_no_google_sdk() -> None:
-    code = ("import sys, json\nimport provisioner.drivers.gcp\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('google.cloud', 'google.api_core', "
-            "'google.auth', 'google.protobuf')))))")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import sys, json\nimport provisioner.drivers.gcp\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('google.cloud', 'google.api_core', "
+        "'google.auth', 'google.protobuf')))))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []
 
 
@@ -322,6 +386,7 @@ def test_n1_hosts_get_their_gpus_attached(gce: FakeGce) -> None:
     n1 = replace(request(market=Market.SPOT, token="4" * 24), instance_type="n1-standard-8", gpu="T4", gpus=1)
     make_driver().launch(n1)
     assert gce.inserted[0]["guestAccelerators"] == [
-        {"acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4", "acceleratorCount": 1}]
-    make_driver().launch(request(market=Market.SPOT, token="5" * 24))     # an a2 type: GPUs built in
+        {"acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4", "acceleratorCount": 1}
+    ]
+    make_driver().launch(request(market=Market.SPOT, token="5" * 24))  # an a2 type: GPUs built in
     assert "guestAccelerators" not in gce.inserted[1]

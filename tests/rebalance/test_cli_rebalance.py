@@ -33,13 +33,16 @@ def test_emit_systemd_has_a_service_and_a_timer() -> None:
     assert "[Timer]" in r.stdout and "OnUnitActiveSec=3600s" in r.stdout
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["rebalance"], "choose one of --once"),
-    (["rebalance", "--every", "soon"], "--every takes a duration"),
-    (["rebalance", "--emit", "helm"], "unknown --emit"),
-    (["rebalance", "--emit", "cronjob", "--every", "7m"], "a CronJob needs --every that divides"),
-    (["rebalance", "--once", "--yes"], "fleet default follows no plan yet"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["rebalance"], "choose one of --once"),
+        (["rebalance", "--every", "soon"], "--every takes a duration"),
+        (["rebalance", "--emit", "helm"], "unknown --emit"),
+        (["rebalance", "--emit", "cronjob", "--every", "7m"], "a CronJob needs --every that divides"),
+        (["rebalance", "--once", "--yes"], "fleet default follows no plan yet"),
+    ],
+)
 def test_bad_rebalance_input(args: list[str], message: str, fake_clouds: dict[Cloud, FakeDriver]) -> None:
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.stderr
@@ -58,7 +61,7 @@ def test_a_dry_pass_changes_nothing_and_a_real_one_follows_the_plan(fake_clouds:
     done = json.loads(r.stdout)
     assert done["decision"] == "keep" and done["launched"] == 2
     assert sum(len(d.describe("default")) for d in fake_clouds.values()) == 2
-    r = runner.invoke(app, ["rebalance", "--once", "--yes", "-o", "json"])      # the fleet remembers its plan
+    r = runner.invoke(app, ["rebalance", "--once", "--yes", "-o", "json"])  # the fleet remembers its plan
     assert json.loads(r.stdout)["launched"] == 0
     r = runner.invoke(app, ["rebalance", "history", "-o", "json"])
     history = json.loads(r.stdout)
@@ -73,14 +76,28 @@ def test_the_service_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     import sys
     import time
 
-    env = {**os.environ, "GPUPROV_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
-           "GPUPROV_FAKE_CLOUD": str(tmp_path / "cloud"), "GPUPROV_CONFIG": str(tmp_path / "none.yaml")}
+    env = {
+        **os.environ,
+        "GPUPROV_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        "GPUPROV_FAKE_CLOUD": str(tmp_path / "cloud"),
+        "GPUPROV_CONFIG": str(tmp_path / "none.yaml"),
+    }
     exe = str(Path(sys.executable).parent / "gpuprov")
-    made = subprocess.run([exe, "plan", "--gpus", "8", "--type", "a100-80gb", "--node-gpus", "8", "--save",
-                           "-o", "json"], env=env, capture_output=True, text=True, check=True)
+    made = subprocess.run(
+        [exe, "plan", "--gpus", "8", "--type", "a100-80gb", "--node-gpus", "8", "--save", "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = json.loads(made.stdout)["plan_id"]
-    service = subprocess.Popen([exe, "rebalance", "--every", "1s", "--yes", "--plan", pid, "-o", "json"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    service = subprocess.Popen(
+        [exe, "rebalance", "--every", "1s", "--yes", "--plan", pid, "-o", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         seen = subprocess.run([exe, "rebalance", "history", "-o", "json"], env=env, capture_output=True, text=True)
@@ -91,6 +108,9 @@ def test_the_service_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     out, err = service.communicate(timeout=60)
     assert service.returncode == 0, err
     assert "stopped: SIGTERM received" in out
-    history = json.loads(subprocess.run([exe, "rebalance", "history", "-o", "json"], env=env,
-                                        capture_output=True, text=True, check=True).stdout)
+    history = json.loads(
+        subprocess.run(
+            [exe, "rebalance", "history", "-o", "json"], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert len(history) >= 2 and {h["decision"] for h in history} == {"keep"}

@@ -26,8 +26,8 @@ def test_lease_is_exclusive_and_expires(url: str) -> None:
     first = a.acquire("fleet:x", "a", ttl, T)
     assert first is not None
     assert b.acquire("fleet:x", "b", ttl, T + timedelta(seconds=10)) is None
-    assert a.acquire("fleet:x", "a", ttl, T + timedelta(seconds=20)) == first        # renewal keeps the token
-    taken = b.acquire("fleet:x", "b", ttl, T + timedelta(seconds=51))               # a's lease ran out
+    assert a.acquire("fleet:x", "a", ttl, T + timedelta(seconds=20)) == first  # renewal keeps the token
+    taken = b.acquire("fleet:x", "b", ttl, T + timedelta(seconds=51))  # a's lease ran out
     assert taken is not None and taken > first
     assert not a.holds("fleet:x", "a", first, T + timedelta(seconds=52))
     with pytest.raises(StateError, match="lost the lease"):
@@ -35,7 +35,7 @@ def test_lease_is_exclusive_and_expires(url: str) -> None:
     b.release("fleet:x", "b", taken)
     again = a.acquire("fleet:x", "a", ttl, T + timedelta(seconds=53))
     assert again is not None and again > taken
-    assert Leases(url).acquire("fleet:other", "b", ttl, T) is not None               # leases are per fleet
+    assert Leases(url).acquire("fleet:other", "b", ttl, T) is not None  # leases are per fleet
 
 
 def test_two_rebalancers_for_100_rounds_never_act_together(url: str) -> None:
@@ -53,7 +53,7 @@ def test_two_rebalancers_for_100_rounds_never_act_together(url: str) -> None:
                     time.sleep(0.001)
                     continue
                 start = time.monotonic()
-                leases.check("fleet:race", name, token, datetime.now(UTC))     # before "a cloud call"
+                leases.check("fleet:race", name, token, datetime.now(UTC))  # before "a cloud call"
                 time.sleep(0.002)
                 leases.check("fleet:race", name, token, datetime.now(UTC))
                 end = time.monotonic()
@@ -69,7 +69,7 @@ def test_two_rebalancers_for_100_rounds_never_act_together(url: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert {n for n, _s, _e in acting} == {"r1", "r2"}          # both got to act
+    assert {n for n, _s, _e in acting} == {"r1", "r2"}  # both got to act
     spans = sorted(acting, key=lambda x: x[1])
     for (n1, _s1, e1), (n2, s2, _e2) in itertools.pairwise(spans):
         assert s2 >= e1, f"{n1} and {n2} acted at once"

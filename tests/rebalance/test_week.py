@@ -62,20 +62,32 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
     regions = ["us-east-1", "us-east-2", "us-west-2"]
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     driver = AwsDriver(regions, image=ami, sleep=lambda _s: None)
-    for region in regions:      # moto does not implement placement groups: accept them
+    for region in regions:  # moto does not implement placement groups: accept them
         driver.client(region).meta.events.register(
             "before-call.ec2.CreatePlacementGroup",
-            lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}))
+            lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}),
+        )
     feed, clock = PriceFeed(), FakeClock()
     plans = PlanStore(_isolated_db)
     first = initial_plan(feed, clock)
     plans.save(first)
-    world = rebalance.World(drivers={Cloud.AWS: driver}, offers=lambda _names: list(feed.offers),
-                            snapshots=lambda: feed.snapshot(clock.now()), refresh=None, plans=plans,
-                            state=StateStore(_isolated_db), fleets=FleetStore(_isolated_db),
-                            leases=Leases(_isolated_db))
-    settings = rebalance.Settings(owner=OWNER, holder="sim", disruption_share=Decimal("0.25"),
-                                  hysteresis=timedelta(hours=2), lead=timedelta(minutes=0))
+    world = rebalance.World(
+        drivers={Cloud.AWS: driver},
+        offers=lambda _names: list(feed.offers),
+        snapshots=lambda: feed.snapshot(clock.now()),
+        refresh=None,
+        plans=plans,
+        state=StateStore(_isolated_db),
+        fleets=FleetStore(_isolated_db),
+        leases=Leases(_isolated_db),
+    )
+    settings = rebalance.Settings(
+        owner=OWNER,
+        holder="sim",
+        disruption_share=Decimal("0.25"),
+        hysteresis=timedelta(hours=2),
+        lead=timedelta(minutes=0),
+    )
     fleet_cost, best_cost = Decimal(0), Decimal(0)
     terminated_at: dict[tuple[str, str], list[int]] = defaultdict(list)
     reversals, adoptions, gang_moves = [], [], []
@@ -83,7 +95,7 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
     for hour in range(HOURS):
         clock.at = T0 + timedelta(hours=hour)
         feed.at_hour(hour)
-        if hour % 24 == 2:                  # nightly, the cloud reclaims a spot instance (if we run one)
+        if hour % 24 == 2:  # nightly, the cloud reclaims a spot instance (if we run one)
             spot = [h for h in driver.describe(OWNER) if h.market.value == "spot"]
             if spot:
                 ec2_region = boto3.client("ec2", region_name=spot[0].region)
@@ -106,7 +118,7 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
         for h in before.values():
             running[h.workload] += 1
         for w, (up, down) in by_w.items():
-            if w == "training":     # a gang moves whole: every node it had ends, in one zone
+            if w == "training":  # a gang moves whole: every node it had ends, in one zone
                 if min(up, down):
                     gang_moves.append(hour)
                 continue
@@ -129,9 +141,11 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
         assert len({h.zone for h in after if h.workload == "training"}) <= 1
         fleet_cost += sum((feed.price(h.zone or "", h.instance_type, h.market.value) for h in after), Decimal(0))
         best_cost += hindsight_hour(feed, doc, slot)
-    print(f"\nweek: fleet ${fleet_cost:.2f}, hindsight ${best_cost:.2f} "
-          f"({(fleet_cost / best_cost - 1):.2%} above), adoptions at hours {adoptions}, "
-          f"gang moves {gang_moves}, spot reclaimed {interrupted}")
+    print(
+        f"\nweek: fleet ${fleet_cost:.2f}, hindsight ${best_cost:.2f} "
+        f"({(fleet_cost / best_cost - 1):.2%} above), adoptions at hours {adoptions}, "
+        f"gang moves {gang_moves}, spot reclaimed {interrupted}"
+    )
     assert interrupted >= 3
     assert len(gang_moves) <= len(adoptions)
     assert reversals == []

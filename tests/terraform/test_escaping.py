@@ -64,7 +64,7 @@ def strings(value: Any) -> list[str]:
 def test_hostile_names_reach_terraform_only_escaped() -> None:
     files = rendered()
     text = json.dumps(files)
-    assert '$${file(\\"/etc/hostname\\")}' in text                     # the policy name, escaped, in a comment/tag
+    assert '$${file(\\"/etc/hostname\\")}' in text  # the policy name, escaped, in a comment/tag
     for s in strings(files):
         for expr in interpolations(s) or []:
             assert not expr.startswith("file("), s
@@ -78,15 +78,33 @@ def test_terraform_reads_the_escaped_strings_as_literal_text(tmp_path: Path) -> 
     assert escaped
     locals_ = {f"s{i}": s for i, s in enumerate(escaped)}
     (tmp_path / "main.tf.json").write_text(json.dumps({"locals": locals_}), encoding="utf-8")
-    env = {**os.environ, "TF_CLI_CONFIG_FILE": os.devnull, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1",
-           "TF_DATA_DIR": str(tmp_path / ".tf")}
+    env = {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": os.devnull,
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+        "TF_DATA_DIR": str(tmp_path / ".tf"),
+    }
     try:
-        init = subprocess.run(["terraform", f"-chdir={tmp_path}", "init", "-no-color"], env=env,
-                              capture_output=True, text=True, timeout=60, check=False)
+        init = subprocess.run(
+            ["terraform", f"-chdir={tmp_path}", "init", "-no-color"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert init.returncode == 0, init.stderr
         query = "jsonencode([" + ", ".join(f"local.s{i}" for i in range(len(escaped))) + "])\n"
-        out = subprocess.run(["terraform", f"-chdir={tmp_path}", "console", "-no-color"], input=query, env=env,
-                             capture_output=True, text=True, timeout=60, check=False)
+        out = subprocess.run(
+            ["terraform", f"-chdir={tmp_path}", "console", "-no-color"],
+            input=query,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.skip("terraform did not answer within 60 s")
     assert out.returncode == 0, out.stderr

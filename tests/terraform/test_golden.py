@@ -51,7 +51,8 @@ def test_golden(case: str) -> None:
     assert sorted(p.name for p in folder.glob("*.tf.json")) == sorted(files)
     for name, doc in files.items():
         assert (folder / name).read_text(encoding="utf-8") == dumps(doc), (
-            f"{case}/{name} differs from its golden; if intended, rerun with GPUPROV_UPDATE_GOLDEN=1")
+            f"{case}/{name} differs from its golden; if intended, rerun with GPUPROV_UPDATE_GOLDEN=1"
+        )
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -73,7 +74,11 @@ def test_render_is_deterministic(case: str, tmp_path: Path) -> None:
 
 def test_only_present_clouds_get_files() -> None:
     assert sorted(render_plan(load("flags_aws_gang"))) == [
-        "aws.tf.json", "outputs.tf.json", "variables.tf.json", "versions.tf.json"]
+        "aws.tf.json",
+        "outputs.tf.json",
+        "variables.tf.json",
+        "versions.tf.json",
+    ]
     assert {"aws.tf.json", "gcp.tf.json", "azure.tf.json"} <= set(render_plan(load("three_clouds")))
 
 
@@ -89,11 +94,22 @@ needs_terraform = pytest.mark.skipif(TERRAFORM is None, reason="no terraform bin
 
 def run_terraform(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert TERRAFORM is not None
-    env = {**os.environ, "TF_CLI_CONFIG_FILE": os.devnull, "CHECKPOINT_DISABLE": "1",
-           "TF_IN_AUTOMATION": "1", "TF_DATA_DIR": str(folder / ".terraform-data")}
+    env = {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": os.devnull,
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+        "TF_DATA_DIR": str(folder / ".terraform-data"),
+    }
     try:
-        return subprocess.run([TERRAFORM, f"-chdir={folder}", *args, "-no-color"], env=env,
-                              capture_output=True, text=True, timeout=60, check=False)
+        return subprocess.run(
+            [TERRAFORM, f"-chdir={folder}", *args, "-no-color"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.skip("terraform did not answer within 60 s (it may be trying the network)")
 
@@ -118,8 +134,9 @@ def test_terraform_rejects_broken_json(tmp_path: Path) -> None:
     folder = tmp_path / "broken"
     shutil.copytree(GOLDEN / "flags_aws_gang", folder)
     text = (folder / "aws.tf.json").read_text(encoding="utf-8")
-    (folder / "aws.tf.json").write_text(text.replace('"strategy": "cluster"', '"strategy": "cluster",'),
-                                        encoding="utf-8")
+    (folder / "aws.tf.json").write_text(
+        text.replace('"strategy": "cluster"', '"strategy": "cluster",'), encoding="utf-8"
+    )
     result = run_terraform(folder, "providers")
     assert result.returncode != 0
     assert "aws.tf.json" in result.stderr

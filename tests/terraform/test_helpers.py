@@ -27,7 +27,7 @@ def test_ident_and_slug() -> None:
 
 def test_cron() -> None:
     assert cron(8, "day") == "0 8 * * *"
-    assert cron(0, "week") == "0 0 * * 1"      # Monday
+    assert cron(0, "week") == "0 0 * * 1"  # Monday
     assert cron(6 * 24 + 23, "week") == "0 23 * * 0"  # Sunday
 
 
@@ -58,8 +58,12 @@ def test_interpolations() -> None:
 
 
 def test_references() -> None:
-    assert references('aws_launch_template.lt.id == var.x ? local.y : data.aws_ami.a.id') == [
-        ("resource", "aws_launch_template", "lt", "id"), ("var", "x"), ("local", "y"), ("data", "aws_ami", "a")]
+    assert references("aws_launch_template.lt.id == var.x ? local.y : data.aws_ami.a.id") == [
+        ("resource", "aws_launch_template", "lt", "id"),
+        ("var", "x"),
+        ("local", "y"),
+        ("data", "aws_ami", "a"),
+    ]
     assert references('lookup(var.m, "aws_x.y")') == [("var", "m")]
     assert references("count.index + each.key") == []
 
@@ -67,7 +71,9 @@ def test_references() -> None:
 def test_parse_type() -> None:
     assert parse_type("list(string)") == ["list", "string"]
     assert parse_type("map(object({a = number, b = optional(bool, true)}))") == [
-        "map", ["object", {"a": "number", "b": "bool"}, ["b"]]]
+        "map",
+        ["object", {"a": "number", "b": "bool"}, ["b"]],
+    ]
     assert parse_type("tuple([string, any])") == ["tuple", ["string", "dynamic"]]
     assert parse_type("${string}") == "string"
     for bad in ("lst(string)", "list(string", "string string", "optional(string)"):
@@ -93,7 +99,8 @@ def test_join() -> None:
 def test_bundled_schemas_load() -> None:
     schemas = load_schemas()
     assert {"aws_autoscaling_group", "google_compute_autoscaler", "azurerm_monitor_autoscale_setting"} <= set(
-        schemas.resources)
+        schemas.resources
+    )
     assert set(schemas.providers) == {"aws", "google", "azurerm"}
     assert schemas.provider_of("azurerm_resource_group") == "azurerm"
 

@@ -30,8 +30,14 @@ def render(doc: PlanDocument) -> dict[str, dict[str, Any]]:
     return render_plan(doc, capacity_reservation=doc.plan_id == "a1b2c3d4e5f6")
 
 
-def plan(allocs: list[dict[str, Any]], *, windows: list[dict[str, Any]] | None = None, horizon: int = 24,
-         tz: str = "UTC", origin: str = "day") -> PlanDocument:
+def plan(
+    allocs: list[dict[str, Any]],
+    *,
+    windows: list[dict[str, Any]] | None = None,
+    horizon: int = 24,
+    tz: str = "UTC",
+    origin: str = "day",
+) -> PlanDocument:
     return handmade(allocs, windows=windows, horizon=horizon, tz=tz, origin="constant" if horizon == 1 else origin)
 
 
@@ -101,7 +107,8 @@ def test_aws_mixed_group_counts_reserved_into_on_demand_base() -> None:
     assert pg["strategy"] == "cluster"
     reserved = files["aws.tf.json"]["output"]["aws_reserved_instances"]["value"]
     assert [(r["instance_type"], r["instances"], r["runs_in_group"]) for r in reserved] == [
-        ("p4d.24xlarge", 2, "training_use1_az4")]
+        ("p4d.24xlarge", 2, "training_use1_az4")
+    ]
     assert "aws_ec2_capacity_reservation" not in files["aws.tf.json"]["resource"]
 
 
@@ -172,17 +179,22 @@ def test_aws_week_schedule_uses_day_of_week() -> None:
 def test_gcp_templates_and_autoscaler() -> None:
     files = render(load("day_night"))
     (tpl,) = resources(files, "gcp.tf.json", "google_compute_instance_template").values()
-    assert tpl["scheduling"] == {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
-                                 "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE"}
+    assert tpl["scheduling"] == {
+        "provisioning_model": "SPOT",
+        "preemptible": True,
+        "automatic_restart": False,
+        "on_host_maintenance": "TERMINATE",
+        "instance_termination_action": "DELETE",
+    }
     assert tpl["guest_accelerator"] == {"type": "nvidia-a100-80gb", "count": 1}
     (mig,) = resources(files, "gcp.tf.json", "google_compute_instance_group_manager").values()
     assert "target_size" not in mig and mig["zone"] == "us-central1-a"
     (auto,) = resources(files, "gcp.tf.json", "google_compute_autoscaler").values()
     policy = auto["autoscaling_policy"]
     assert (policy["min_replicas"], policy["max_replicas"]) == (4, 13)
-    assert [(s["name"], s["schedule"], s["duration_sec"], s["min_required_replicas"])
-            for s in policy["scaling_schedules"]] == [("day", "0 8 * * *", 43200, 13),
-                                                      ("night", "0 20 * * *", 43200, 4)]
+    assert [
+        (s["name"], s["schedule"], s["duration_sec"], s["min_required_replicas"]) for s in policy["scaling_schedules"]
+    ] == [("day", "0 8 * * *", 43200, 13), ("night", "0 20 * * *", 43200, 4)]
 
 
 def test_gcp_every_gpu_vm_terminates_on_maintenance() -> None:
@@ -196,12 +208,17 @@ def test_gcp_every_gpu_vm_terminates_on_maintenance() -> None:
     assert od["scheduling"]["automatic_restart"] is True
     committed = files["gcp.tf.json"]["output"]["gcp_committed_use"]["value"]
     assert [(c["instance_type"], c["runs_in_group"]) for c in committed] == [
-        ("g2-standard-8", "inference_europe_west4_b")]
+        ("g2-standard-8", "inference_europe_west4_b")
+    ]
 
 
 def test_gcp_constant_plan_sets_target_size() -> None:
-    files = render_plan(plan([alloc("gcp", "on_demand", [3], region="us-central1", zone="us-central1-b",
-                                    itype="g2-standard-4")], horizon=1))
+    files = render_plan(
+        plan(
+            [alloc("gcp", "on_demand", [3], region="us-central1", zone="us-central1-b", itype="g2-standard-4")],
+            horizon=1,
+        )
+    )
     (mig,) = resources(files, "gcp.tf.json", "google_compute_instance_group_manager").values()
     assert mig["target_size"] == 3
     assert "google_compute_autoscaler" not in files["gcp.tf.json"]["resource"]
@@ -219,11 +236,16 @@ def test_azure_spot_scale_set_and_recurrences() -> None:
     regular = sets["inference_westeurope_standard_nc40ads_h100_v5_od"]
     assert regular["priority"] == "Regular" and "eviction_policy" not in regular
     auto = resources(files, "azure.tf.json", "azurerm_monitor_autoscale_setting")[
-        "inference_westeurope_standard_nc40ads_h100_v5_spot"]
+        "inference_westeurope_standard_nc40ads_h100_v5_spot"
+    ]
     first = auto["profile"][0]
     assert first["name"] == "mon-work"
-    assert first["recurrence"] == {"timezone": "W. Europe Standard Time", "days": ["Monday"], "hours": [9],
-                                   "minutes": [0]}
+    assert first["recurrence"] == {
+        "timezone": "W. Europe Standard Time",
+        "days": ["Monday"],
+        "hours": [9],
+        "minutes": [0],
+    }
     assert first["capacity"] == {"default": 4, "minimum": 4, "maximum": 4}
     assert len(auto["profile"]) == 10
     rg = resources(files, "azure.tf.json", "azurerm_resource_group")["gpuprov"]
@@ -243,7 +265,9 @@ def test_windows_derived_from_changes_when_plan_names_none() -> None:
     files = render_plan(plan([alloc("aws", "on_demand", day(5, 2))]))
     schedules = resources(files, "aws.tf.json", "aws_autoscaling_schedule")
     assert {s["scheduled_action_name"]: (s["recurrence"], s["desired_capacity"]) for s in schedules.values()} == {
-        "08h": ("0 8 * * *", 5), "20h": ("0 20 * * *", 2)}
+        "08h": ("0 8 * * *", 5),
+        "20h": ("0 20 * * *", 2),
+    }
 
 
 def test_a_constant_plan_cannot_carry_windows() -> None:
@@ -254,9 +278,10 @@ def test_a_constant_plan_cannot_carry_windows() -> None:
 
 
 def test_unmatched_reservation_gets_its_own_group() -> None:
-    allocs = [alloc("aws", "on_demand", day(4, 2)),
-              alloc("aws", "reserved_3y", [1] * 24, workload="reserved", itype="p5.48xlarge", gpus=8,
-                    zone="use1-az2")]
+    allocs = [
+        alloc("aws", "on_demand", day(4, 2)),
+        alloc("aws", "reserved_3y", [1] * 24, workload="reserved", itype="p5.48xlarge", gpus=8, zone="use1-az2"),
+    ]
     files = render_plan(plan(allocs, windows=DAY_NIGHT))
     groups = resources(files, "aws.tf.json", "aws_autoscaling_group")
     assert sorted(groups) == ["inference_use1_az1", "reserved_use1_az2"]
@@ -265,9 +290,11 @@ def test_unmatched_reservation_gets_its_own_group() -> None:
 
 
 def test_reservation_joins_group_by_node_size() -> None:
-    allocs = [alloc("aws", "on_demand", [2] * 24, workload="training", itype="p5.48xlarge", gpus=8),
-              alloc("aws", "on_demand", [3] * 24, workload="inference"),
-              alloc("aws", "reserved_1y", [1] * 24, workload="reserved", itype="p4d.24xlarge", gpus=8, zone=None)]
+    allocs = [
+        alloc("aws", "on_demand", [2] * 24, workload="training", itype="p5.48xlarge", gpus=8),
+        alloc("aws", "on_demand", [3] * 24, workload="inference"),
+        alloc("aws", "reserved_1y", [1] * 24, workload="reserved", itype="p4d.24xlarge", gpus=8, zone=None),
+    ]
     doc = read_plan(plan(allocs))
     (inference, training) = doc.groups("aws")
     assert [a.instance_type for a in training.allocations] == ["p5.48xlarge", "p4d.24xlarge"]
@@ -280,10 +307,17 @@ def test_gang_from_the_workload_flag_not_its_name() -> None:
 
     from gpuprov.plandoc import WorkloadSpec
 
-    allocs = [alloc("aws", "on_demand", [1] * 24, workload="pretrain"),
-              alloc("aws", "on_demand", [1] * 24, workload="training", zone="use1-az2")]
-    p = handmade(allocs, workloads=(WorkloadSpec("pretrain", Decimal("0.5"), 1, gang=True),
-                                    WorkloadSpec("training", Decimal("0.5"), 1, gang=False)))
+    allocs = [
+        alloc("aws", "on_demand", [1] * 24, workload="pretrain"),
+        alloc("aws", "on_demand", [1] * 24, workload="training", zone="use1-az2"),
+    ]
+    p = handmade(
+        allocs,
+        workloads=(
+            WorkloadSpec("pretrain", Decimal("0.5"), 1, gang=True),
+            WorkloadSpec("training", Decimal("0.5"), 1, gang=False),
+        ),
+    )
     pgs = resources(render_plan(p), "aws.tf.json", "aws_placement_group")
     assert sorted(pgs) == ["pretrain_use1_az1"]
 
@@ -292,10 +326,10 @@ def test_allocation_order_does_not_matter() -> None:
     from dataclasses import replace
 
     doc = load("three_clouds")
-    shuffled = replace(doc, allocations=tuple(reversed(doc.allocations)),
-                       reservations=tuple(reversed(doc.reservations)))
-    assert json.dumps(render(shuffled), sort_keys=True) == json.dumps(
-        render(load("three_clouds")), sort_keys=True)
+    shuffled = replace(
+        doc, allocations=tuple(reversed(doc.allocations)), reservations=tuple(reversed(doc.reservations))
+    )
+    assert json.dumps(render(shuffled), sort_keys=True) == json.dumps(render(load("three_clouds")), sort_keys=True)
 
 
 def test_gcp_capacity_needs_a_zone() -> None:

@@ -19,10 +19,14 @@ ASG = "resource.aws_autoscaling_group.g"
 def asg(**extra: Any) -> dict[str, Any]:
     """A minimal valid aws_autoscaling_group with a mixed instances policy."""
     body: dict[str, Any] = {
-        "min_size": 0, "max_size": 2,
-        "mixed_instances_policy": {"launch_template": {
-            "launch_template_specification": {"launch_template_id": "lt-123", "version": "$Latest"},
-            "override": [{"instance_type": "p5.48xlarge"}]}},
+        "min_size": 0,
+        "max_size": 2,
+        "mixed_instances_policy": {
+            "launch_template": {
+                "launch_template_specification": {"launch_template_id": "lt-123", "version": "$Latest"},
+                "override": [{"instance_type": "p5.48xlarge"}],
+            }
+        },
     }
     body.update(extra)
     return {"resource": {"aws_autoscaling_group": {"g": body}}}
@@ -75,8 +79,12 @@ def test_nested_unknown_argument() -> None:
     doc = asg()
     spec = doc["resource"]["aws_autoscaling_group"]["g"]["mixed_instances_policy"]["launch_template"]
     spec["launch_template_specification"]["verison"] = "1"
-    only(doc, f"{ASG}.mixed_instances_policy[0].launch_template[0].launch_template_specification[0].verison",
-         "unknown-argument", "did you mean 'version'")
+    only(
+        doc,
+        f"{ASG}.mixed_instances_policy[0].launch_template[0].launch_template_specification[0].verison",
+        "unknown-argument",
+        "did you mean 'version'",
+    )
 
 
 def test_nested_missing_block() -> None:
@@ -94,14 +102,22 @@ def test_deeply_nested_type_error() -> None:
     doc = asg()
     lt = doc["resource"]["aws_autoscaling_group"]["g"]["mixed_instances_policy"]["launch_template"]
     lt["override"][0]["instance_requirements"] = {"vcpu_count": {"min": "lots"}}
-    only(doc, f"{ASG}.mixed_instances_policy[0].launch_template[0].override[0].instance_requirements[0]"
-              ".vcpu_count[0].min", "type", "expected number, got string")
+    only(
+        doc,
+        f"{ASG}.mixed_instances_policy[0].launch_template[0].override[0].instance_requirements[0].vcpu_count[0].min",
+        "type",
+        "expected number, got string",
+    )
 
 
 def test_list_block_max_items() -> None:
     policy = asg()["resource"]["aws_autoscaling_group"]["g"]["mixed_instances_policy"]
-    only(asg(mixed_instances_policy=[policy, copy.deepcopy(policy)]), f"{ASG}.mixed_instances_policy",
-         "block-count", "at most 1")
+    only(
+        asg(mixed_instances_policy=[policy, copy.deepcopy(policy)]),
+        f"{ASG}.mixed_instances_policy",
+        "block-count",
+        "at most 1",
+    )
 
 
 def test_list_block_min_items() -> None:
@@ -119,34 +135,48 @@ def test_single_block_is_not_indexed() -> None:
 
 
 def test_block_given_a_scalar() -> None:
-    only(asg(mixed_instances_policy="spot please"), f"{ASG}.mixed_instances_policy", "block-shape",
-         "expected an object or a list of objects")
+    only(
+        asg(mixed_instances_policy="spot please"),
+        f"{ASG}.mixed_instances_policy",
+        "block-shape",
+        "expected an object or a list of objects",
+    )
 
 
 def test_block_items_must_be_objects() -> None:
     only(asg(tag=["team=ml"]), f"{ASG}.tag[0]", "block-shape")
 
 
-@pytest.mark.parametrize(("arg", "value", "expected"), [
-    ("max_size", [2], "expected number, got list"),
-    ("min_size", "many", "expected number, got string"),
-    ("capacity_rebalance", "yes", "expected bool, got string"),
-    ("name", ["a"], "expected string, got list"),
-    ("termination_policies", "OldestInstance", "expected list(string), got string"),
-    ("suspended_processes", {"a": "b"}, "expected set(string), got object"),
-])
+@pytest.mark.parametrize(
+    ("arg", "value", "expected"),
+    [
+        ("max_size", [2], "expected number, got list"),
+        ("min_size", "many", "expected number, got string"),
+        ("capacity_rebalance", "yes", "expected bool, got string"),
+        ("name", ["a"], "expected string, got list"),
+        ("termination_policies", "OldestInstance", "expected list(string), got string"),
+        ("suspended_processes", {"a": "b"}, "expected set(string), got object"),
+    ],
+)
 def test_value_types(arg: str, value: Any, expected: str) -> None:
     only(asg(**{arg: value}), f"{ASG}.{arg}", "type", expected)
 
 
 def test_collection_element_type() -> None:
-    only(asg(termination_policies=["Default", ["nested"]]), f"{ASG}.termination_policies[1]", "type",
-         "expected string, got list")
+    only(
+        asg(termination_policies=["Default", ["nested"]]),
+        f"{ASG}.termination_policies[1]",
+        "type",
+        "expected string, got list",
+    )
 
 
 def test_map_value_type() -> None:
-    doc = {"resource": {"aws_placement_group": {"p": {"name": "p", "strategy": "cluster",
-                                                      "tags": {"team": {"nested": 1}}}}}}
+    doc = {
+        "resource": {
+            "aws_placement_group": {"p": {"name": "p", "strategy": "cluster", "tags": {"team": {"nested": 1}}}}
+        }
+    }
     only(doc, "resource.aws_placement_group.p.tags.team", "type", "expected string, got object")
 
 
@@ -156,22 +186,33 @@ def test_terraform_conversions_are_accepted() -> None:
 
 
 def test_interpolation_accepted_for_any_type() -> None:
-    doc = asg(max_size="${var.n * 2}", capacity_rebalance="${var.spot}", termination_policies="${var.tp}",
-              suspended_processes="${toset(var.sp)}", tag="${var.tags_are_not_blocks}")
+    doc = asg(
+        max_size="${var.n * 2}",
+        capacity_rebalance="${var.spot}",
+        termination_policies="${var.tp}",
+        suspended_processes="${toset(var.sp)}",
+        tag="${var.tags_are_not_blocks}",
+    )
     found = problems(doc)
     # a block is not a value: an interpolation cannot stand for a block (use `dynamic`); and the
     # checker flags expressions gpuprov never writes (arithmetic, function calls)
-    assert sorted(found) == sorted([(f"{ASG}.tag", "block-shape"), (f"{ASG}.max_size", "interpolation"),
-                                    (f"{ASG}.suspended_processes", "interpolation")])
+    assert sorted(found) == sorted(
+        [
+            (f"{ASG}.tag", "block-shape"),
+            (f"{ASG}.max_size", "interpolation"),
+            (f"{ASG}.suspended_processes", "interpolation"),
+        ]
+    )
 
 
-@pytest.mark.parametrize("text", ['${file("/etc/hostname")}', "x ${path.module} y", "%{ if true }x%{ endif }",
-                                  "${var.a}${local.b[0]}"])
+@pytest.mark.parametrize(
+    "text", ['${file("/etc/hostname")}', "x ${path.module} y", "%{ if true }x%{ endif }", "${var.a}${local.b[0]}"]
+)
 def test_interpolations_gpuprov_does_not_write_are_flagged(text: str) -> None:
     assert (f"{ASG}.name", "interpolation") in problems(asg(name=text))
 
 
-@pytest.mark.parametrize("text", ["$${file(\"/etc/hostname\")}", "%%{ if true }x%%{ endif }", "${var.name_prefix}-x"])
+@pytest.mark.parametrize("text", ['$${file("/etc/hostname")}', "%%{ if true }x%%{ endif }", "${var.name_prefix}-x"])
 def test_escaped_data_and_own_references_pass(text: str) -> None:
     assert [p for p in problems(asg(name=text)) if p[1] == "interpolation"] == []
 
@@ -199,14 +240,19 @@ def test_count_and_for_each_together() -> None:
 
 
 def test_meta_arguments_are_accepted() -> None:
-    doc = asg(count=2, depends_on=["aws_placement_group.p"], provider="aws.east",
-              lifecycle={"ignore_changes": ["desired_capacity", "tag"], "create_before_destroy": True})
+    doc = asg(
+        count=2,
+        depends_on=["aws_placement_group.p"],
+        provider="aws.east",
+        lifecycle={"ignore_changes": ["desired_capacity", "tag"], "create_before_destroy": True},
+    )
     assert problems(doc) == []
 
 
 def test_ignore_changes_unknown_argument() -> None:
-    only(asg(lifecycle={"ignore_changes": ["desired_capacty"]}), f"{ASG}.lifecycle.ignore_changes[0]",
-         "unknown-argument")
+    only(
+        asg(lifecycle={"ignore_changes": ["desired_capacty"]}), f"{ASG}.lifecycle.ignore_changes[0]", "unknown-argument"
+    )
 
 
 def test_lifecycle_unknown_key() -> None:
@@ -214,8 +260,14 @@ def test_lifecycle_unknown_key() -> None:
 
 
 def test_dynamic_block() -> None:
-    doc = asg(dynamic={"tag": {"for_each": "${var.tags}", "content": {"key": "${tag.key}", "value": "v",
-                                                                        "propagate_at_launch": True}}})
+    doc = asg(
+        dynamic={
+            "tag": {
+                "for_each": "${var.tags}",
+                "content": {"key": "${tag.key}", "value": "v", "propagate_at_launch": True},
+            }
+        }
+    )
     # the shape is right; the iterator reference is flagged only because gpuprov writes no dynamic blocks
     assert problems(doc) == [(f"{ASG}.dynamic.tag.content.key", "interpolation")]
     doc = asg(dynamic={"tags": {"for_each": "${var.tags}", "content": {}}})
@@ -233,12 +285,17 @@ def synthetic() -> Schemas:
             "shape": {"type": ["object", {"a": "number", "b": "string"}], "optional": True},
             "loose": {"type": ["object", {"a": "number", "b": "string"}, ["b"]], "optional": True},
             "pair": {"type": ["tuple", ["string", "number"]], "optional": True},
-            "nested": {"nested_type": {"nesting_mode": "list", "attributes": {
-                "x": {"type": "number", "required": True}}}, "optional": True},
+            "nested": {
+                "nested_type": {"nesting_mode": "list", "attributes": {"x": {"type": "number", "required": True}}},
+                "optional": True,
+            },
         },
         "block_types": {
-            "rule": {"nesting_mode": "map", "max_items": 2,
-                     "block": {"attributes": {"port": {"type": "number", "required": True}}}},
+            "rule": {
+                "nesting_mode": "map",
+                "max_items": 2,
+                "block": {"attributes": {"port": {"type": "number", "required": True}}},
+            },
             "group": {"nesting_mode": "group", "block": {"attributes": {"on": {"type": "bool", "optional": True}}}},
         },
     }
@@ -285,25 +342,42 @@ def test_nested_type_attribute() -> None:
 
 
 def test_provider_block() -> None:
-    assert problems({"provider": {"aws": {"region": "us-east-1", "alias": "east",
-                                          "default_tags": {"tags": {"a": "b"}}}}}) == []
+    assert (
+        problems({"provider": {"aws": {"region": "us-east-1", "alias": "east", "default_tags": {"tags": {"a": "b"}}}}})
+        == []
+    )
     only({"provider": {"aws": {"regoin": "us-east-1"}}}, "provider.aws.regoin", "unknown-argument")
     only({"provider": {"awss": {}}}, "provider.awss", "unknown-type", "unknown provider")
-    only({"provider": {"azurerm": [{"features": {}}, {"features": "all", "alias": "b"}]}},
-         "provider.azurerm[1].features", "block-shape")
+    only(
+        {"provider": {"azurerm": [{"features": {}}, {"features": "all", "alias": "b"}]}},
+        "provider.azurerm[1].features",
+        "block-shape",
+    )
 
 
 def test_variable_blocks() -> None:
-    assert problems({"variable": {"ids": {"type": "list(string)", "default": [], "description": "d"},
-                                  "img": {"type": "object({a = string, b = optional(number, 3)})",
-                                          "default": {"a": "x"}}}}) == []
+    assert (
+        problems(
+            {
+                "variable": {
+                    "ids": {"type": "list(string)", "default": [], "description": "d"},
+                    "img": {"type": "object({a = string, b = optional(number, 3)})", "default": {"a": "x"}},
+                }
+            }
+        )
+        == []
+    )
     only({"variable": {"v": {"type": "list(strng)"}}}, "variable.v.type", "type", "unknown type")
     only({"variable": {"v": {"type": "map(number)", "default": {"a": "x"}}}}, "variable.v.default.a", "type")
     only({"variable": {"v": {"type": "string", "defualt": "x"}}}, "variable.v.defualt", "unknown-argument")
-    only({"variable": {"v": {"type": "string", "sensitive": True, "default": "hunter2"}}},
-         "variable.v.default", "secret")
-    only({"variable": {"v": {"validation": {"condition": "${var.v}"}}}}, "variable.v.validation.error_message",
-         "missing-argument")
+    only(
+        {"variable": {"v": {"type": "string", "sensitive": True, "default": "hunter2"}}}, "variable.v.default", "secret"
+    )
+    only(
+        {"variable": {"v": {"validation": {"condition": "${var.v}"}}}},
+        "variable.v.validation.error_message",
+        "missing-argument",
+    )
 
 
 def test_output_blocks() -> None:
@@ -312,10 +386,16 @@ def test_output_blocks() -> None:
 
 
 def test_terraform_block() -> None:
-    ok: dict[str, Any] = {"terraform": {"required_version": ">= 1.5.0", "required_providers": {
-        "aws": {"source": "hashicorp/aws", "version": "~> 6.0"},
-        "google": {"source": "hashicorp/google", "version": ">= 6.1, < 7.0"},
-        "azurerm": {"source": "hashicorp/azurerm", "version": "~> 4.0"}}}}
+    ok: dict[str, Any] = {
+        "terraform": {
+            "required_version": ">= 1.5.0",
+            "required_providers": {
+                "aws": {"source": "hashicorp/aws", "version": "~> 6.0"},
+                "google": {"source": "hashicorp/google", "version": ">= 6.1, < 7.0"},
+                "azurerm": {"source": "hashicorp/azurerm", "version": "~> 4.0"},
+            },
+        }
+    }
     assert problems(ok) == []
     bad = copy.deepcopy(ok)
     bad["terraform"]["required_providers"]["aws"]["version"] = "~> 5.0"
@@ -346,47 +426,63 @@ VERSIONS = {"terraform": {"required_providers": {"aws": {"source": "hashicorp/aw
 
 
 def test_references() -> None:
-    main = {"variable": {"n": {"type": "number"}},
-            "resource": {"aws_placement_group": {"p": {"name": "${var.n}", "strategy": "cluster"}}},
-            "output": {"ok": {"value": "${aws_placement_group.p.arn}"},
-                       "novar": {"value": "${var.m}"},
-                       "nores": {"value": "${aws_placement_group.q.id}"},
-                       "noattr": {"value": "${aws_placement_group.p.arnn}"},
-                       "quoted": {"value": "${lookup(var.n, \"aws_placement_group.q.id\", 0)}"}}}
+    main = {
+        "variable": {"n": {"type": "number"}},
+        "resource": {"aws_placement_group": {"p": {"name": "${var.n}", "strategy": "cluster"}}},
+        "output": {
+            "ok": {"value": "${aws_placement_group.p.arn}"},
+            "novar": {"value": "${var.m}"},
+            "nores": {"value": "${aws_placement_group.q.id}"},
+            "noattr": {"value": "${aws_placement_group.p.arnn}"},
+            "quoted": {"value": '${lookup(var.n, "aws_placement_group.q.id", 0)}'},
+        },
+    }
     assert module(main=main, versions=VERSIONS) == [
         ("main.tf.json", "output.noattr.value", "reference"),
         ("main.tf.json", "output.nores.value", "reference"),
         ("main.tf.json", "output.novar.value", "reference"),
-        ("main.tf.json", "output.quoted.value", "interpolation"),      # a function call gpuprov never writes
+        ("main.tf.json", "output.quoted.value", "interpolation"),  # a function call gpuprov never writes
     ]
 
 
 def test_depends_on_reference() -> None:
-    main = {"resource": {"aws_placement_group": {"p": {"name": "a", "strategy": "cluster",
-                                                       "depends_on": ["aws_placement_group.q"]}}}}
+    main = {
+        "resource": {
+            "aws_placement_group": {"p": {"name": "a", "strategy": "cluster", "depends_on": ["aws_placement_group.q"]}}
+        }
+    }
     assert module(main=main, versions=VERSIONS) == [
-        ("main.tf.json", "resource.aws_placement_group.p.depends_on[0]", "reference")]
+        ("main.tf.json", "resource.aws_placement_group.p.depends_on[0]", "reference")
+    ]
 
 
 def test_duplicates_across_files() -> None:
     pg = {"resource": {"aws_placement_group": {"p": {"name": "a", "strategy": "cluster"}}}}
-    assert module(a=pg, b=pg, versions=VERSIONS) == [
-        ("b.tf.json", "resource.aws_placement_group.p", "duplicate")]
+    assert module(a=pg, b=pg, versions=VERSIONS) == [("b.tf.json", "resource.aws_placement_group.p", "duplicate")]
     assert module(a=VERSIONS, b=VERSIONS) == [("b.tf.json", "terraform.required_providers", "duplicate")]
 
 
 def test_provider_must_be_required() -> None:
-    main = {"resource": {"google_compute_autoscaler": {"a": {
-        "name": "a", "target": "x", "autoscaling_policy": {"min_replicas": 0, "max_replicas": 1}}}}}
+    main = {
+        "resource": {
+            "google_compute_autoscaler": {
+                "a": {"name": "a", "target": "x", "autoscaling_policy": {"min_replicas": 0, "max_replicas": 1}}
+            }
+        }
+    }
     assert module(main=main, versions=VERSIONS) == [
-        ("main.tf.json", "resource.google_compute_autoscaler.a", "reference")]
+        ("main.tf.json", "resource.google_compute_autoscaler.a", "reference")
+    ]
 
 
 def test_provider_alias_must_exist() -> None:
-    main = {"provider": {"aws": {"region": "us-east-1", "alias": "east"}},
-            "resource": {"aws_placement_group": {"p": {"name": "a", "strategy": "cluster", "provider": "aws.west"}}}}
+    main = {
+        "provider": {"aws": {"region": "us-east-1", "alias": "east"}},
+        "resource": {"aws_placement_group": {"p": {"name": "a", "strategy": "cluster", "provider": "aws.west"}}},
+    }
     assert module(main=main, versions=VERSIONS) == [
-        ("main.tf.json", "resource.aws_placement_group.p.provider", "reference")]
+        ("main.tf.json", "resource.aws_placement_group.p.provider", "reference")
+    ]
 
 
 def test_check_dir_reports_invalid_json(tmp_path: Path) -> None:

@@ -38,8 +38,13 @@ def error(status: int, code: str, message: str) -> Reply:
 
 
 class FakeArm:
-    def __init__(self, subscription: str = "00000000-0000-0000-0000-000000000000",
-                 resource_group: str = "gpuprov-rg", location: str = "eastus", page_size: int = 2) -> None:
+    def __init__(
+        self,
+        subscription: str = "00000000-0000-0000-0000-000000000000",
+        resource_group: str = "gpuprov-rg",
+        location: str = "eastus",
+        page_size: int = 2,
+    ) -> None:
         self.subscription = subscription
         self.resource_group = resource_group
         self.location = location
@@ -54,8 +59,10 @@ class FakeArm:
 
     @property
     def prefix(self) -> str:
-        return (f"{HOST}/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
-                "/providers/Microsoft.Compute/virtualMachines")
+        return (
+            f"{HOST}/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
+            "/providers/Microsoft.Compute/virtualMachines"
+        )
 
     def install(self, rsps: responses.RequestsMock) -> None:
         one = re.compile(re.escape(self.prefix) + r"/([^/?]+)(\?.*)?$")
@@ -63,21 +70,27 @@ class FakeArm:
         rsps.add_callback(responses.GET, one, self._get)
         rsps.add_callback(responses.DELETE, one, self._delete)
         rsps.add_callback(responses.GET, re.compile(re.escape(self.prefix) + r"(\?.*)?$"), self._list)
-        ops = (f"{HOST}/subscriptions/{self.subscription}/providers/Microsoft.Compute/locations/"
-               f"{self.location}/operations/")
+        ops = (
+            f"{HOST}/subscriptions/{self.subscription}/providers/Microsoft.Compute/locations/"
+            f"{self.location}/operations/"
+        )
         rsps.add_callback(responses.GET, re.compile(re.escape(ops) + r"([^/?]+)(\?.*)?$"), self._operation)
 
     def fail_next_create(self, code: str = "AllocationFailed") -> None:
         self._failures.append(code)
 
     def count(self, token: str) -> int:
-        return sum(1 for vm in self.vms.values() if (vm.get("tags") or {}).get("gpuprov-token") == token
-                   and vm["properties"]["provisioningState"] != "Deleting")
+        return sum(
+            1
+            for vm in self.vms.values()
+            if (vm.get("tags") or {}).get("gpuprov-token") == token
+            and vm["properties"]["provisioningState"] != "Deleting"
+        )
 
     # -- helpers ------------------------------------------------------------------------
     def _now(self) -> str:
         self._clock += timedelta(seconds=3)
-        return self._clock.isoformat(timespec="microseconds").replace("+00:00", "1+00:00")   # ARM: 7 digits
+        return self._clock.isoformat(timespec="microseconds").replace("+00:00", "1+00:00")  # ARM: 7 digits
 
     @staticmethod
     def _name(request: Any) -> str:
@@ -85,10 +98,14 @@ class FakeArm:
 
     def _operation_reply(self, status: int, body: dict[str, Any] | None, effect: dict[str, Any]) -> Reply:
         op_id = str(uuid.uuid4())
-        self.operations[op_id] = {"doc": {"startTime": self._now(), "status": "InProgress", "name": op_id},
-                                  "effect": effect}
-        url = (f"{HOST}/subscriptions/{self.subscription}/providers/Microsoft.Compute/locations/{self.location}"
-               f"/operations/{op_id}?p=fake-{next(self._seq)}&api-version={API_VERSION}")
+        self.operations[op_id] = {
+            "doc": {"startTime": self._now(), "status": "InProgress", "name": op_id},
+            "effect": effect,
+        }
+        url = (
+            f"{HOST}/subscriptions/{self.subscription}/providers/Microsoft.Compute/locations/{self.location}"
+            f"/operations/{op_id}?p=fake-{next(self._seq)}&api-version={API_VERSION}"
+        )
         headers = {**JSON, "Azure-AsyncOperation": url, "Retry-After": "0"}
         if body is None:
             headers["Location"] = url + "&monitor=true"
@@ -109,8 +126,11 @@ class FakeArm:
             return error(400, "InvalidTagNameCharacters", "A tag value exceeds 256 characters.")
         existing = self.vms.get(name)
         if existing is not None and existing["properties"]["provisioningState"] == "Deleting":
-            return error(409, "OperationNotAllowed", f"Operation 'PUT' is not allowed on VM '{name}' "
-                                                     "since the VM is marked for deletion.")
+            return error(
+                409,
+                "OperationNotAllowed",
+                f"Operation 'PUT' is not allowed on VM '{name}' since the VM is marked for deletion.",
+            )
         failure = self._failures.pop(0) if self._failures else None
         if existing is None or existing["properties"]["provisioningState"] == "Failed":
             vm = self._resource(name, body)
@@ -132,9 +152,15 @@ class FakeArm:
         disk = props["storageProfile"].setdefault("osDisk", {})
         disk.update(osType="Linux", name=f"{name}_OsDisk_1_{uuid.uuid4().hex}", caching="ReadWrite")
         props["osProfile"].update(secrets=[], allowExtensionOperations=True, requireGuestProvisionSignal=True)
-        return {"name": name, "id": f"{self.prefix}/{name}".removeprefix(HOST),
-                "type": "Microsoft.Compute/virtualMachines", "location": body["location"],
-                "tags": body.get("tags") or {}, "etag": '"1"', "properties": props}
+        return {
+            "name": name,
+            "id": f"{self.prefix}/{name}".removeprefix(HOST),
+            "type": "Microsoft.Compute/virtualMachines",
+            "location": body["location"],
+            "tags": body.get("tags") or {},
+            "etag": '"1"',
+            "properties": props,
+        }
 
     def _operation(self, request: Any) -> Reply:
         op_id = self._name(request)
@@ -159,10 +185,13 @@ class FakeArm:
     def _get(self, request: Any) -> Reply:
         name = self._name(request)
         if name not in self.vms:
-            return error(404, "ResourceNotFound",
-                         f"The Resource 'Microsoft.Compute/virtualMachines/{name}' under resource group "
-                         f"'{self.resource_group}' was not found. For more details please go to "
-                         "https://aka.ms/ARMResourceNotFoundFix")
+            return error(
+                404,
+                "ResourceNotFound",
+                f"The Resource 'Microsoft.Compute/virtualMachines/{name}' under resource group "
+                f"'{self.resource_group}' was not found. For more details please go to "
+                "https://aka.ms/ARMResourceNotFoundFix",
+            )
         return 200, JSON, json.dumps(self.vms[name])
 
     def _delete(self, request: Any) -> Reply:
@@ -177,7 +206,7 @@ class FakeArm:
         query = {k: v[-1] for k, v in parse_qs(urlsplit(request.url).query).items()}
         start = int(query.get("$skiptoken") or 0)
         names = sorted(self.vms)
-        body: dict[str, Any] = {"value": [self.vms[n] for n in names[start:start + self.page_size]]}
+        body: dict[str, Any] = {"value": [self.vms[n] for n in names[start : start + self.page_size]]}
         if start + self.page_size < len(names):
             body["nextLink"] = f"{self.prefix}?api-version={API_VERSION}&$skiptoken={start + self.page_size}"
         return 200, JSON, json.dumps(body)

@@ -38,8 +38,13 @@ Reply = tuple[int, dict[str, str], str]
 
 
 def error(code: int, reason: str, message: str) -> Reply:
-    body = {"error": {"code": code, "message": message,
-                      "errors": [{"message": message, "domain": "global", "reason": reason}]}}
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "errors": [{"message": message, "domain": "global", "reason": reason}],
+        }
+    }
     return code, {"Content-Type": "application/json"}, json.dumps(body)
 
 
@@ -55,7 +60,7 @@ class FakeGce:
         self.operations: dict[tuple[str, str], dict[str, Any]] = {}
         self.request_ids: dict[str, tuple[str, str]] = {}
         self.creations: Counter[str] = Counter()
-        self.inserted: list[dict[str, Any]] = []       # request bodies, as sent
+        self.inserted: list[dict[str, Any]] = []  # request bodies, as sent
         self._errors: list[tuple[str, int]] = []
         self._ids = itertools.count(7049211238452217394, 7919)
         self._clock = datetime(2026, 11, 2, 2, 15, 30, tzinfo=PACIFIC)
@@ -70,8 +75,9 @@ class FakeGce:
         rsps.add_callback(responses.GET, one, self._get)
         rsps.add_callback(responses.DELETE, one, self._delete)
         rsps.add_callback(responses.GET, re.compile(base + r"/aggregated/instances(\?.*)?$"), self._aggregated)
-        rsps.add_callback(responses.GET, re.compile(base + r"/zones/([^/]+)/operations/([^/?]+)(\?.*)?$"),
-                          self._operation)
+        rsps.add_callback(
+            responses.GET, re.compile(base + r"/zones/([^/]+)/operations/([^/?]+)(\?.*)?$"), self._operation
+        )
 
     def fail_next_insert(self, code: str, http_status: int = 503) -> None:
         self._errors.append((code, http_status))
@@ -95,12 +101,21 @@ class FakeGce:
 
     def _new_operation(self, zone: str, kind: str, name: str, target_id: str, effect: dict[str, Any]) -> dict[str, Any]:
         op_name = f"operation-{uuid.uuid4().hex[:13]}-{uuid.uuid4().hex[:13]}"
-        op = {"kind": "compute#operation", "id": str(next(self._ids)), "name": op_name,
-              "zone": self._zone_link(zone), "operationType": kind,
-              "targetLink": f"{self._zone_link(zone)}/instances/{name}", "targetId": target_id,
-              "status": "RUNNING", "user": "gpuprov-sa@gpuprov-test.iam.gserviceaccount.com", "progress": 0,
-              "insertTime": self._now(), "startTime": self._now(),
-              "selfLink": f"{self._zone_link(zone)}/operations/{op_name}"}
+        op = {
+            "kind": "compute#operation",
+            "id": str(next(self._ids)),
+            "name": op_name,
+            "zone": self._zone_link(zone),
+            "operationType": kind,
+            "targetLink": f"{self._zone_link(zone)}/instances/{name}",
+            "targetId": target_id,
+            "status": "RUNNING",
+            "user": "gpuprov-sa@gpuprov-test.iam.gserviceaccount.com",
+            "progress": 0,
+            "insertTime": self._now(),
+            "startTime": self._now(),
+            "selfLink": f"{self._zone_link(zone)}/operations/{op_name}",
+        }
         self.operations[(zone, op_name)] = {"op": op, "effect": effect}
         return op
 
@@ -125,8 +140,11 @@ class FakeGce:
             if not _LABEL_VALUE.fullmatch(value) or not _NAME.fullmatch(key.replace("_", "-")):
                 return error(400, "invalid", f"Invalid value for field 'resource.labels': '{key}'.")
         if (zone, name) in self.instances:
-            return error(409, "alreadyExists",
-                         f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' already exists")
+            return error(
+                409,
+                "alreadyExists",
+                f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' already exists",
+            )
         effect: dict[str, Any] = {"create": (zone, name)}
         if self._errors:
             effect = {"error": self._errors.pop(0)}
@@ -144,24 +162,56 @@ class FakeGce:
         inst = copy.deepcopy(body)
         boot = (body.get("disks") or [{}])[0]
         size = str((boot.get("initializeParams") or {}).get("diskSizeGb", "10"))
-        inst.update({
-            "kind": "compute#instance", "id": str(next(self._ids)), "creationTimestamp": self._now(),
-            "status": "PROVISIONING", "zone": zl, "selfLink": f"{zl}/instances/{name}",
-            "machineType": f"{SELF}/projects/{self.project}/{body['machineType']}",
-            "disks": [{"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE",
-                       "source": f"{zl}/disks/{name}", "deviceName": "persistent-disk-0", "index": 0, "boot": True,
-                       "autoDelete": True, "interface": "SCSI", "diskSizeGb": size, "architecture": "X86_64"}],
-            "networkInterfaces": [{"kind": "compute#networkInterface", "name": "nic0", "networkIP": "10.128.0.12",
-                                   "network": f"{SELF}/projects/{self.project}/"
-                                              f"{(body.get('networkInterfaces') or [{}])[0].get('network', '')}",
-                                   "stackType": "IPV4_ONLY"}],
-            "metadata": {"kind": "compute#metadata", "fingerprint": "oY0CPw1Xmvk=",
-                         **({"items": body["metadata"]["items"]} if (body.get("metadata") or {}).get("items") else {})},
-            "labels": body.get("labels") or {}, "labelFingerprint": "2Vbq4nP8u3M=", "fingerprint": "c3rcUQ4jXn0=",
-            "startRestricted": False, "deletionProtection": False,
-        })
-        inst["scheduling"] = {"preemptible": inst.get("scheduling", {}).get("provisioningModel") == "SPOT",
-                              **inst.get("scheduling", {})}
+        inst.update(
+            {
+                "kind": "compute#instance",
+                "id": str(next(self._ids)),
+                "creationTimestamp": self._now(),
+                "status": "PROVISIONING",
+                "zone": zl,
+                "selfLink": f"{zl}/instances/{name}",
+                "machineType": f"{SELF}/projects/{self.project}/{body['machineType']}",
+                "disks": [
+                    {
+                        "kind": "compute#attachedDisk",
+                        "type": "PERSISTENT",
+                        "mode": "READ_WRITE",
+                        "source": f"{zl}/disks/{name}",
+                        "deviceName": "persistent-disk-0",
+                        "index": 0,
+                        "boot": True,
+                        "autoDelete": True,
+                        "interface": "SCSI",
+                        "diskSizeGb": size,
+                        "architecture": "X86_64",
+                    }
+                ],
+                "networkInterfaces": [
+                    {
+                        "kind": "compute#networkInterface",
+                        "name": "nic0",
+                        "networkIP": "10.128.0.12",
+                        "network": f"{SELF}/projects/{self.project}/"
+                        f"{(body.get('networkInterfaces') or [{}])[0].get('network', '')}",
+                        "stackType": "IPV4_ONLY",
+                    }
+                ],
+                "metadata": {
+                    "kind": "compute#metadata",
+                    "fingerprint": "oY0CPw1Xmvk=",
+                    **({"items": body["metadata"]["items"]} if (body.get("metadata") or {}).get("items") else {}),
+                },
+                "labels": body.get("labels") or {},
+                "labelFingerprint": "2Vbq4nP8u3M=",
+                "fingerprint": "c3rcUQ4jXn0=",
+                "startRestricted": False,
+                "deletionProtection": False,
+            }
+        )
+        inst["scheduling"] = {
+            "preemptible": inst.get("scheduling", {}).get("provisioningModel") == "SPOT",
+            **inst.get("scheduling", {}),
+        }
         return inst
 
     def _operation(self, request: Any) -> Reply:
@@ -180,16 +230,20 @@ class FakeGce:
                 self.instances.pop(effect["delete"], None)
             if "error" in effect:
                 code, status = effect["error"]
-                op.update(error={"errors": [{"code": code, "message": f"fake: {code}"}]},
-                          httpErrorStatusCode=status, httpErrorMessage="SERVICE UNAVAILABLE")
+                op.update(
+                    error={"errors": [{"code": code, "message": f"fake: {code}"}]},
+                    httpErrorStatusCode=status,
+                    httpErrorMessage="SERVICE UNAVAILABLE",
+                )
         return ok(op)
 
     def _get(self, request: Any) -> Reply:
         path, _ = self._parts(request)
         zone, name = path[-3], path[-1]
         if (zone, name) not in self.instances:
-            return error(404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
-                                          "was not found")
+            return error(
+                404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found"
+            )
         return ok(self.instances[(zone, name)])
 
     def _delete(self, request: Any) -> Reply:
@@ -197,8 +251,9 @@ class FakeGce:
         zone, name = path[-3], path[-1]
         inst = self.instances.get((zone, name))
         if inst is None:
-            return error(404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
-                                          "was not found")
+            return error(
+                404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found"
+            )
         inst["status"] = "STOPPING"
         return ok(self._new_operation(zone, "delete", name, inst["id"], {"delete": (zone, name)}))
 
@@ -208,8 +263,9 @@ class FakeGce:
         if text:
             match = _FILTER.match(text)
             if not match:
-                return error(400, "invalid",
-                             f"Invalid value for field 'filter': '{text}'. Invalid list filter expression.")
+                return error(
+                    400, "invalid", f"Invalid value for field 'filter': '{text}'. Invalid list filter expression."
+                )
             key, value = match.groups()
             found = [i for i in found if i["labels"].get(key) == value]
         return found
@@ -227,8 +283,12 @@ class FakeGce:
         if isinstance(found, tuple):
             return found
         page, token = self._page(found, query)
-        body: dict[str, Any] = {"kind": "compute#instanceList", "id": f"projects/{self.project}/zones/{zone}/instances",
-                                "items": page, "selfLink": f"{self._zone_link(zone)}/instances"}
+        body: dict[str, Any] = {
+            "kind": "compute#instanceList",
+            "id": f"projects/{self.project}/zones/{zone}/instances",
+            "items": page,
+            "selfLink": f"{self._zone_link(zone)}/instances",
+        }
         if token:
             body["nextPageToken"] = token
         return ok(body)
@@ -243,12 +303,22 @@ class FakeGce:
         for inst in page:
             scope = "zones/" + inst["zone"].rsplit("/", 1)[-1]
             items.setdefault(scope, {"instances": []})["instances"].append(inst)
-        items.setdefault("zones/us-east1-b", {"warning": {
-            "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/us-east1-b' on this page.",
-            "data": [{"key": "scope", "value": "zones/us-east1-b"}]}})
-        body: dict[str, Any] = {"kind": "compute#instanceAggregatedList",
-                                "id": f"projects/{self.project}/aggregated/instances", "items": items,
-                                "selfLink": f"{SELF}/projects/{self.project}/aggregated/instances"}
+        items.setdefault(
+            "zones/us-east1-b",
+            {
+                "warning": {
+                    "code": "NO_RESULTS_ON_PAGE",
+                    "message": "There are no results for scope 'zones/us-east1-b' on this page.",
+                    "data": [{"key": "scope", "value": "zones/us-east1-b"}],
+                }
+            },
+        )
+        body: dict[str, Any] = {
+            "kind": "compute#instanceAggregatedList",
+            "id": f"projects/{self.project}/aggregated/instances",
+            "items": items,
+            "selfLink": f"{SELF}/projects/{self.project}/aggregated/instances",
+        }
         if token:
             body["nextPageToken"] = token
         return ok(body)
