@@ -59,6 +59,11 @@ class Offer:
     hourly_usd: Decimal
     interconnect: str | None = None
     currency: str = "USD"
+    # spot only: expected interruptions per instance-hour of this pool and where that rate comes
+    # from ("aws-spot-advisor:<5%", "default:gcp"); None where nothing is known about the pool
+    interruptions_per_hour: Decimal | None = None
+    interruption_source: str | None = None
+    flags: tuple[str, ...] = ()  # "suspect-spot", "suspect-on-demand": see pricing/quality.py
 
     @property
     def location(self) -> str:

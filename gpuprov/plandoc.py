@@ -154,6 +154,9 @@ class Allocation:
     workload: str
     instances_by_slot: tuple[int, ...]
     interconnect: str | None = None
+    flags: tuple[str, ...] = ()  # suspect quotes (pricing/quality.py)
+    interruptions_per_hour: Decimal | None = None  # spot: the pool's expected rate, and its source
+    interruption_source: str | None = None
 
     @property
     def instances(self) -> int:
@@ -199,6 +202,7 @@ class Reservation:
     commitment_total_usd: Decimal  # unit × instances × term_hours: the liability
     gpus_used_by_slot: dict[str, tuple[int, ...]]
     interconnect: str | None = None
+    flags: tuple[str, ...] = ()
 
     @property
     def location(self) -> str:

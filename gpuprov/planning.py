@@ -18,16 +18,16 @@ from typing import Any
 
 from gpuprov import plandoc as pd
 from gpuprov.models import (
-    DEFAULT_INTERRUPTIONS_PER_HOUR,
     DEFAULT_LOST_HOURS,
     HOURS_PER_MONTH,
+    Market,
     Offer,
     Plan,
     SnapshotInfo,
     Workload,
 )
 from gpuprov.optimizer import baselines
-from gpuprov.optimizer.problem import PlanRequest
+from gpuprov.optimizer.problem import PlanRequest, interruption_rate
 from gpuprov.optimizer.reduce import usable
 from gpuprov.optimizer.solve import solve
 
@@ -116,7 +116,6 @@ def flags_spec(
         clouds_allow=tuple(sorted(clouds or [])),
         regions_allow=tuple(regions or []),
         markets=None if markets is None else tuple(sorted(markets)),  # type: ignore[arg-type]
-        interruptions_per_hour=dict(DEFAULT_INTERRUPTIONS_PER_HOUR),
         solver=solver,  # type: ignore[arg-type]
         gap=gap,
         time_limit_s=time_limit_s,
@@ -247,6 +246,7 @@ def policy_context(policy: Any) -> Context:
 
 def _offer_fields(o: Offer) -> dict[str, Any]:
     return {
+        "flags": o.flags,
         "cloud": o.cloud.value,
         "region": o.region,
         "zone": o.zone,
@@ -279,7 +279,15 @@ def document(
     hours = plan.horizon_hours
     total = plan.total_cost_usd
     allocations = tuple(
-        pd.Allocation(**_offer_fields(a.offer), workload=a.workload, instances_by_slot=a.instances_by_slot)
+        pd.Allocation(
+            **_offer_fields(a.offer),
+            workload=a.workload,
+            instances_by_slot=a.instances_by_slot,
+            interruptions_per_hour=interruption_rate(a.offer, solved.request)
+            if a.offer.market is Market.SPOT
+            else None,
+            interruption_source=_rate_source(a.offer, solved.request),
+        )
         for a in plan.allocations
     )
     reservations = []
@@ -376,10 +384,31 @@ def document(
         catalog_as_of=min((s.fetched_at for s in snapshots), default=None),
         snapshots=snaps,
         excluded_pools=tuple(sorted(tuple(p) for p in unavailable)),  # type: ignore[misc]
-        warnings=(),
+        warnings=_warnings(allocations, tuple(reservations)),
     )
     pd.check(doc)
     return doc
+
+
+def _rate_source(offer: Offer, request: PlanRequest) -> str | None:
+    if offer.market is not Market.SPOT:
+        return None
+    if offer.cloud.value in request.interruptions_per_hour:
+        return f"policy:{offer.cloud.value}"
+    return offer.interruption_source or f"default:{offer.cloud.value}"
+
+
+def _warnings(allocations: Sequence[pd.Allocation], reservations: Sequence[pd.Reservation]) -> tuple[str, ...]:
+    """One line per flagged offer the plan relies on (see pricing/quality.py)."""
+    out = []
+    rows: list[pd.Allocation | pd.Reservation] = [*allocations, *reservations]
+    for a in rows:
+        for flag in a.flags:
+            out.append(
+                f"the plan relies on a {flag} quote: {a.instance_type} {a.market} in {a.location} "
+                f"at ${a.unit_hourly_usd:.4f}/h; check it, or plan with --exclude-suspect"
+            )
+    return tuple(sorted(set(out)))
 
 
 def replan(

@@ -45,11 +45,14 @@ def offer_dict(o: Offer) -> dict[str, Any]:
         "gpus_per_instance": o.gpus_per_instance,
         "gpu_memory_gib": o.gpu_memory_gib,
         "vcpus": o.vcpus,
-        "memory_gib": _num(o.memory_gib),
+        "memory_gib": str(o.memory_gib),
         "market": o.market.value,
-        "hourly_usd": _num(o.hourly_usd),
-        "usd_per_gpu_hour": _num(o.usd_per_gpu_hour.quantize(Decimal("0.000001"))),
+        "hourly_usd": str(o.hourly_usd),
+        "usd_per_gpu_hour": str(o.usd_per_gpu_hour.quantize(Decimal("0.000001"))),
         "currency": o.currency,
+        "flags": list(o.flags),
+        "interruptions_per_hour": None if o.interruptions_per_hour is None else str(o.interruptions_per_hour),
+        "interruption_source": o.interruption_source,
     }
 
 
@@ -122,6 +125,7 @@ def prices_table(offers: Sequence[Offer], title: str) -> Any:
         ("market", "left"),
         ("$/GPU-h", "right"),
         ("$/instance-h", "right"),
+        ("flags", "left"),
     ):
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for o in offers:
@@ -134,6 +138,7 @@ def prices_table(offers: Sequence[Offer], title: str) -> Any:
             o.market.value,
             money(o.usd_per_gpu_hour, Decimal("0.0001")),
             money(o.hourly_usd, Decimal("0.0001")),
+            ("⚠ " + ", ".join(o.flags)) if o.flags else "",
         )
     return table
 

@@ -14,7 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpuprov.errors import ConfigError
-from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, DEFAULT_LOST_HOURS
+from gpuprov.models import DEFAULT_LOST_HOURS
 from gpuprov.safeyaml import describe
 from policies.model import (
     DAYS,
@@ -192,7 +192,7 @@ class _Reader:
         clouds = self.mapping(top.get("clouds"), "clouds", ("allow", "deny"))
         regions = self.mapping(top.get("regions"), "regions", ("allow", "deny"))
         offer_caps, region_caps = self.caps(top.get("caps"))
-        rates = dict(DEFAULT_INTERRUPTIONS_PER_HOUR)
+        rates: dict[str, Decimal] = {}  # only what the policy sets: pools carry their own rates
         for cloud, rate in self.mapping(top.get("spot_interruption"), "spot_interruption", CLOUDS).items():
             rates[cloud] = self.decimal(rate, f"spot_interruption.{cloud}", Decimal(0), Decimal(1))
         gpus = top.get("gpus")

@@ -182,7 +182,7 @@ def test_prices_cheapest_first_in_every_format() -> None:
     assert code == 0
     offers = json.loads(out)["offers"]
     assert offers and {o["market"] for o in offers} == {"spot"} and {o["cloud"] for o in offers} <= {"aws", "gcp"}
-    per_gpu = [o["usd_per_gpu_hour"] for o in offers]
+    per_gpu = [Decimal(o["usd_per_gpu_hour"]) for o in offers]
     assert per_gpu == sorted(per_gpu)
     code, out, _ = run("prices", "--type", "h100", "--region", "us-*", "-o", "csv")
     assert code == 0

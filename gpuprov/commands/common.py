@@ -111,10 +111,24 @@ def discounts() -> Any:
     return load_discounts({"discounts": {k: str(v) for k, v in cfg.discounts.items()}} if cfg.discounts else None)
 
 
+def spot_rate() -> Any:
+    """The per-pool spot interruption rate source, where the pricing package has one."""
+    try:
+        from pricing.spot_risk import pool_rate  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return pool_rate
+
+
 def read_offers(
     catalog: Any, names: Sequence[str], clouds: list[Cloud] | None = None, markets: list[Market] | None = None
 ) -> list[Offer]:
-    offers: list[Offer] = catalog.offers(names, clouds, markets)
+    from pricing.quality import annotate
+
+    # flags compare spot with on-demand: annotate the whole set, then keep the markets asked for
+    offers: list[Offer] = annotate(catalog.offers(names, clouds, None), spot_rate())
+    if markets is not None:
+        offers = [o for o in offers if o.market in markets]
     found = discounts()
     if found:
         from pricing.discounts import apply_discounts
@@ -129,11 +143,14 @@ def select_offers(
     clouds: list[Cloud] | None,
     markets: list[Market] | None,
     region_globs: Sequence[str] | None,
+    exclude_suspect: bool = False,
 ) -> tuple[tuple[str, ...], list[Offer]]:
     from pricing.gpus import resolve
 
     names = resolve(gpu_type)
     offers = read_offers(catalog, names, clouds, markets)
+    if exclude_suspect:
+        offers = [o for o in offers if not o.flags]
     globs = split(region_globs)
     if globs:
         offers = [o for o in offers if any(fnmatch.fnmatchcase(o.region, g) for g in globs)]

@@ -36,6 +36,9 @@ def register(app: typer.Typer) -> None:
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
         save: bool = typer.Option(False, "--save", help="store the plan for apply and terraform"),
         chart: str = typer.Option(None, "--chart", help="write a stacked-area PNG of GPUs by market"),
+        exclude_suspect: bool = typer.Option(
+            False, "--exclude-suspect", help="leave out quotes flagged as suspect (see gpuprov prices)"
+        ),
     ) -> None:
         """The cheapest mix of reserved, on-demand and spot instances, hour by hour."""
         fmt = common.parse_output(output, ("table", "json"))
@@ -108,12 +111,16 @@ def register(app: typer.Typer) -> None:
             max_age, total = pol.max_price_age_hours, pol.gpus
         catalog, snapshots = common.open_catalog()
         offers = common.read_offers(catalog, names)
+        if exclude_suspect:
+            offers = [o for o in offers if not o.flags]
         request = planning.request_from_spec(spec, offers)
         when = common.now()
         common.warn_if_stale(snapshots, max_age, when)
         solved = planning.run(request)
         pid = planning.plan_id(spec, snapshots, context)
         doc = planning.document(pid, solved, snapshots, total, spec, context, when)
+        for line in doc.warnings:
+            common.warn(line)
         if save:
             from gpuprov.store.plans import PlanStore
 

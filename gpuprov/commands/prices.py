@@ -19,12 +19,13 @@ def register(app: typer.Typer) -> None:
         region: list[str] = typer.Option(None, "--region", help="region glob, e.g. 'us-*'"),
         output: str = typer.Option("table", "--output", "-o", help="table, json or csv"),
         limit: int = typer.Option(30, "--limit", help="rows in the table (json and csv show all)"),
+        exclude_suspect: bool = typer.Option(False, "--exclude-suspect", help="leave out flagged quotes"),
     ) -> None:
         """Offers for a GPU type, cheapest per GPU-hour first."""
         fmt = common.parse_output(output, ("table", "json", "csv"))
         clouds, markets = common.parse_clouds(cloud), common.parse_markets(market)
         catalog, snapshots = common.open_catalog()
-        names, offers = common.select_offers(catalog, gpu_type, clouds, markets, region)
+        names, offers = common.select_offers(catalog, gpu_type, clouds, markets, region, exclude_suspect)
         offers.sort(key=lambda o: (o.usd_per_gpu_hour, o.hourly_usd, o.key))
         from gpuprov import config, render
 

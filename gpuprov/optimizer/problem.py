@@ -70,7 +70,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gpuprov.models import Market, Offer, Workload
+from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer, Workload
 
 OfferKey = tuple[str, str, str, str, str]
 
@@ -86,7 +86,7 @@ class PlanRequest:
     offer_caps: Mapping[OfferKey, int] = field(default_factory=dict)
     region_caps: Mapping[tuple[str, str], int] = field(default_factory=dict)
     budget_per_hour: Decimal | None = None
-    interruptions_per_hour: Mapping[str, Decimal] = field(default_factory=dict)  # cloud -> rate
+    interruptions_per_hour: Mapping[str, Decimal] = field(default_factory=dict)  # cloud -> rate: overrides
     gap: float = 0.001
     time_limit_s: float = 60.0
     solver: str = "cbc"
@@ -143,8 +143,20 @@ def overhead(offer: Offer, workload: Workload, request: PlanRequest) -> Decimal:
     """h_{o,w}: the expected share of an hour of w lost to interruptions on offer o."""
     if offer.market is not Market.SPOT:
         return Decimal(0)
-    rate = request.interruptions_per_hour.get(offer.cloud.value, Decimal(0))
+    rate = interruption_rate(offer, request)
     return rate * workload.lost_hours_per_interruption
+
+
+def interruption_rate(offer: Offer, request: PlanRequest) -> Decimal:
+    """Interruptions per hour of a spot pool: the request's override for its cloud (a policy's
+    ``spot_interruption``), else the pool's own rate (the AWS Spot Advisor bucket of its type and
+    region), else the documented default of its cloud."""
+    override = request.interruptions_per_hour.get(offer.cloud.value)
+    if override is not None:
+        return override
+    if offer.interruptions_per_hour is not None:
+        return offer.interruptions_per_hour
+    return DEFAULT_INTERRUPTIONS_PER_HOUR.get(offer.cloud.value, Decimal(0))
 
 
 def effective_price(offer: Offer, workload: Workload, request: PlanRequest) -> Decimal:

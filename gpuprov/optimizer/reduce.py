@@ -40,13 +40,22 @@ def expand_reserved(offers: Sequence[Offer], capped: frozenset[OfferKey] = froze
 def drop_dominated(offers: Sequence[Offer], keep: set[OfferKey]) -> list[Offer]:
     """Keep, per (location, GPU model, market, GPUs per instance, interconnect), the cheapest offer
     (the model is part of the key: a gang runs one model, so a cheaper model does not dominate)."""
-    best: dict[tuple[str, str, str, str, int, str | None], Offer] = {}
+    best: dict[tuple[str, str, str, str, int, str | None, Decimal | None], Offer] = {}
     kept: list[Offer] = []
     for o in offers:
         if o.key in keep:
             kept.append(o)
             continue
-        k = (o.cloud.value, o.location, o.gpu, o.market.value, o.gpus_per_instance, o.interconnect)
+        # spot pools with different interruption rates are not comparable on price alone
+        k = (
+            o.cloud.value,
+            o.location,
+            o.gpu,
+            o.market.value,
+            o.gpus_per_instance,
+            o.interconnect,
+            o.interruptions_per_hour,
+        )
         cur = best.get(k)
         if cur is None or (o.hourly_usd, o.instance_type) < (cur.hourly_usd, cur.instance_type):
             best[k] = o
