@@ -17,18 +17,35 @@ runner = CliRunner()
 
 
 def off(zone: str, market: str, price: str, region: str = "r1", itype: str = "p4d") -> Offer:
-    return Offer(cloud=Cloud.AWS, region=region, zone=zone, instance_type=itype, gpu="A100-40GB",
-                 gpus_per_instance=8, gpu_memory_gib=40, vcpus=96, memory_gib=D(1152), market=Market(market),
-                 hourly_usd=D(price))
+    return Offer(
+        cloud=Cloud.AWS,
+        region=region,
+        zone=zone,
+        instance_type=itype,
+        gpu="A100-40GB",
+        gpus_per_instance=8,
+        gpu_memory_gib=40,
+        vcpus=96,
+        memory_gib=D(1152),
+        market=Market(market),
+        hourly_usd=D(price),
+    )
 
 
 def test_spot_below_15_percent_of_the_same_zones_on_demand_is_suspect() -> None:
-    rows = annotate([off("a", "on_demand", "20"), off("a", "spot", "2.9"), off("a", "spot", "3.1", itype="p4d"),
-                     off("b", "on_demand", "20"), off("b", "spot", "3.0")])
+    rows = annotate(
+        [
+            off("a", "on_demand", "20"),
+            off("a", "spot", "2.9"),
+            off("a", "spot", "3.1", itype="p4d"),
+            off("b", "on_demand", "20"),
+            off("b", "spot", "3.0"),
+        ]
+    )
     flags = [(o.location, o.market.value, o.hourly_usd, o.flags) for o in rows]
     assert ("a", "spot", D("2.9"), ("suspect-spot",)) in flags
     assert ("a", "spot", D("3.1"), ()) in flags
-    assert ("b", "spot", D("3.0"), ()) in flags             # exactly 15%: not below
+    assert ("b", "spot", D("3.0"), ()) in flags  # exactly 15%: not below
 
 
 def test_on_demand_far_below_the_types_median_is_suspect() -> None:
@@ -45,7 +62,9 @@ def test_every_spot_pool_carries_a_rate_and_its_source() -> None:
     assert (rows[0].interruptions_per_hour, rows[0].interruption_source) == (D("0.0001"), "test:pool")
     rows = annotate([off("a", "spot", "3")])
     assert (rows[0].interruptions_per_hour, rows[0].interruption_source) == (
-        DEFAULT_INTERRUPTIONS_PER_HOUR["aws"], "default:aws")
+        DEFAULT_INTERRUPTIONS_PER_HOUR["aws"],
+        "default:aws",
+    )
 
 
 def test_prices_and_plan_show_the_flag_and_exclude_suspect_drops_it() -> None:
@@ -56,8 +75,10 @@ def test_prices_and_plan_show_the_flag_and_exclude_suspect_drops_it() -> None:
     assert flagged and all(o["interruption_source"] for o in offers)
     # independent: a flagged spot quote is under 15% of its zone's on-demand price
     r = runner.invoke(app, ["prices", "--type", "a100-40gb", "--market", "on_demand", "-o", "json"])
-    od = {(o["cloud"], o["zone"] or o["region"], o["instance_type"]): D(o["hourly_usd"])
-          for o in json.loads(r.stdout)["offers"]}
+    od = {
+        (o["cloud"], o["zone"] or o["region"], o["instance_type"]): D(o["hourly_usd"])
+        for o in json.loads(r.stdout)["offers"]
+    }
     for o in flagged:
         assert D(o["hourly_usd"]) < D("0.15") * od[(o["cloud"], o["zone"] or o["region"], o["instance_type"])]
     r = runner.invoke(app, ["prices", "--type", "a100-40gb", "--market", "spot", "--exclude-suspect", "-o", "json"])
