@@ -10,9 +10,9 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Iterator
 from decimal import Decimal, InvalidOperation
-from typing import IO
+from typing import IO, Any
 
-from gpuprov.errors import ConfigError
+from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus
 
@@ -59,43 +59,69 @@ def write_offers(offers: Iterable[Offer], out: IO[str]) -> int:
     return n
 
 
-def read_offers(lines: Iterable[str], origin: str) -> Iterator[Offer]:
+def read_offers(lines: Iterable[str], origin: str, report: Any = None) -> Iterator[Offer]:
+    """Offers of a gpuprov CSV. With a ``report`` (anything with ``skip(reason, line)``), a bad row
+    is skipped and counted with its line number; without one it is an error naming the line."""
+    from pricing.validate import IDENTIFIER, MAX_FIELD, price_problem
+
     reader = csv.reader(lines)
     header = next(reader, None)
     if header is None or tuple(header) != COLUMNS:
         raise ConfigError(f"{origin}:1: not a gpuprov offers CSV (expected header {','.join(COLUMNS)})")
     for row in reader:
         line = reader.line_num
-        if len(row) != len(COLUMNS):
-            raise ConfigError(f"{origin}:{line}: expected {len(COLUMNS)} fields, found {len(row)}")
-        rec = dict(zip(COLUMNS, row, strict=True))
         try:
-            cloud = Cloud(rec["cloud"])
-            market = Market(rec["market"])
-        except ValueError as exc:
-            raise ConfigError(f"{origin}:{line}: {exc}") from None
-        try:
-            price = Decimal(rec["hourly_usd"])
-            memory = Decimal(rec["memory_gib"])
-            count, gmem, vcpus = (int(rec["gpus_per_instance"]), int(rec["gpu_memory_gib"]), int(rec["vcpus"]))
-        except (InvalidOperation, ValueError):
-            raise ConfigError(f"{origin}:{line}: a number field is not a number") from None
-        if not price.is_finite() or price <= 0:
-            raise ConfigError(f"{origin}:{line}: hourly_usd must be a positive number, got {rec['hourly_usd']!r}")
-        if count < 1:
-            raise ConfigError(f"{origin}:{line}: gpus_per_instance must be at least 1")
-        yield Offer(
-            cloud=cloud,
-            region=rec["region"],
-            zone=rec["zone"] or None,
-            instance_type=rec["instance_type"],
-            gpu=gpus.canonical(rec["gpu"]),
-            gpus_per_instance=count,
-            gpu_memory_gib=gmem,
-            vcpus=vcpus,
-            memory_gib=memory,
-            market=market,
-            hourly_usd=price,
-            interconnect=rec["interconnect"] or None,
-            currency=rec["currency"] or "USD",
-        )
+            yield _offer(row, line, origin, IDENTIFIER, MAX_FIELD, price_problem)
+        except ConfigError as exc:
+            if report is None:
+                raise
+            report.skip(exc.message.split(": ", 1)[-1], line)
+
+
+def _offer(row: list[str], line: int, origin: str, ident: Any, max_field: int, price_problem: Any) -> Offer:
+    def bad(reason: str) -> ConfigError:
+        return ConfigError(f"{origin}:{line}: {reason}")
+
+    if len(row) != len(COLUMNS):
+        raise bad("wrong number of fields")
+    if any(len(v) > max_field for v in row):
+        raise bad("field over 1,000 characters")
+    rec = dict(zip(COLUMNS, row, strict=True))
+    try:
+        cloud = Cloud(rec["cloud"])
+        market = Market(rec["market"])
+    except ValueError:
+        raise bad("unknown cloud or market") from None
+    for key in ("region", "instance_type", "gpu") + (("zone",) if rec["zone"] else ()):
+        if not ident.fullmatch(rec[key]):
+            raise bad("identifier outside [A-Za-z0-9._:/-]")
+    try:
+        price = Decimal(rec["hourly_usd"])
+        memory = Decimal(rec["memory_gib"])
+        count, gmem, vcpus = (int(rec["gpus_per_instance"]), int(rec["gpu_memory_gib"]), int(rec["vcpus"]))
+    except (InvalidOperation, ValueError):
+        raise bad("non-numeric number field") from None
+    problem = price_problem(price, rec["currency"] or "USD")
+    if problem is not None:
+        raise bad(problem)
+    if count < 1 or gmem < 0 or vcpus < 0 or not memory.is_finite() or memory < 0:
+        raise bad("negative or zero spec")
+    try:
+        gpu = gpus.canonical(rec["gpu"])
+    except UnknownGpuError:
+        raise bad("unknown GPU") from None
+    return Offer(
+        cloud=cloud,
+        region=rec["region"],
+        zone=rec["zone"] or None,
+        instance_type=rec["instance_type"],
+        gpu=gpu,
+        gpus_per_instance=count,
+        gpu_memory_gib=gmem,
+        vcpus=vcpus,
+        memory_gib=memory,
+        market=market,
+        hourly_usd=price,
+        interconnect=rec["interconnect"] or None,
+        currency=rec["currency"] or "USD",
+    )

@@ -72,9 +72,14 @@ AZURE_HEADER = (
 class ParseReport:
     offers: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    lines: dict[str, list[int]] = field(default_factory=dict)  # the first line numbers per reason
 
-    def skip(self, reason: str) -> None:
+    def skip(self, reason: str, line: int | None = None) -> None:
         self.skipped[reason] += 1
+        if line is not None:
+            seen = self.lines.setdefault(reason, [])
+            if len(seen) < 20:
+                seen.append(line)
 
 
 @dataclass(frozen=True)
@@ -113,15 +118,56 @@ class _Row:
         return value
 
 
-def read_rows(lines: Iterable[str], origin: str) -> tuple[tuple[str, ...], list[_Row]]:
+NUMBER_COLUMNS = ("Price", "SpotPrice", "vCPUs", "MemoryGiB", "AcceleratorCount", "GpuInfo")
+ID_COLUMNS = ("InstanceType", "Region", "AvailabilityZone", "AcceleratorName")
+
+
+def read_rows(
+    lines: Iterable[str], origin: str, report: ParseReport | None = None
+) -> tuple[tuple[str, ...], list[_Row]]:
+    """The rows of a vms.csv. With a ``report``, a row with a field over 1,000 characters, an
+    identifier outside ``[A-Za-z0-9._:/-]`` or a number field that is not a finite number ≥ 0 is
+    skipped and counted with its line number; without one such a row is an error."""
     reader = csv.DictReader(lines)
     header = tuple(reader.fieldnames or ())
     rows = []
     for values in reader:
         if None in values:
-            raise ConfigError(f"{origin}:{reader.line_num}: more fields than the header has")
+            if report is None:
+                raise ConfigError(f"{origin}:{reader.line_num}: more fields than the header has")
+            report.skip("more fields than the header has", reader.line_num)
+            continue
+        problem = row_problem(values) if report is not None else None
+        if problem is not None and report is not None:
+            report.skip(problem, reader.line_num)
+            continue
         rows.append(_Row(reader.line_num, values))
     return header, rows
+
+
+def row_problem(values: dict[str, str]) -> str | None:
+    from pricing.validate import IDENTIFIER, MAX_FIELD
+
+    for value in values.values():
+        if value is not None and len(value) > MAX_FIELD:
+            return "field over 1,000 characters"
+    for key in ID_COLUMNS:
+        value = (values.get(key) or "").strip()
+        if value and not IDENTIFIER.fullmatch(value):
+            return "identifier outside [A-Za-z0-9._:/-]"
+    for key in ("Price", "SpotPrice", "vCPUs", "MemoryGiB", "AcceleratorCount"):
+        text = (values.get(key) or "").strip()
+        if not text:
+            continue
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            return "non-numeric number field"
+        if not number.is_finite():
+            return "non-finite number"
+        if number < 0:
+            return "negative number"
+    return None
 
 
 def detect_cloud(header: tuple[str, ...], origin: str) -> Cloud:
@@ -301,7 +347,7 @@ def parse(
     lines: Iterable[str], origin: str, report: ParseReport, cloud: Cloud | None = None
 ) -> tuple[Cloud, list[Offer]]:
     """Parse one SkyPilot v8 vms.csv (any cloud's layout) into offers."""
-    header, rows = read_rows(lines, origin)
+    header, rows = read_rows(lines, origin, report)
     found = detect_cloud(header, origin)
     if cloud is not None and cloud != found:
         raise ConfigError(f"{origin}: the file has the {found} layout, not {cloud}")

@@ -9,6 +9,7 @@ a spot offer has no on-demand offer in its own zone, the on-demand offer of its 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
@@ -18,6 +19,11 @@ from gpuprov.models import Market, Offer
 DEFAULT_SPOT_FACTOR = Decimal("1.5")
 
 MISSING = "missing price"
+ABSURD = "price above $10,000/h or below $0.0001/h"
+MAX_PRICE = Decimal(10_000)
+MIN_PRICE = Decimal("0.0001")
+MAX_FIELD = 1000
+IDENTIFIER = re.compile(r"^[A-Za-z0-9._:/-]{1,1000}$")
 NOT_FINITE = "price not a finite number"
 NEGATIVE = "negative price"
 ZERO = "zero price"
@@ -54,6 +60,8 @@ def price_problem(price: Decimal | None, currency: str = "USD") -> str | None:
         return ZERO
     if currency != "USD":
         return CURRENCY
+    if price > MAX_PRICE or price < MIN_PRICE:
+        return ABSURD
     return None
 
 

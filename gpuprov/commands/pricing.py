@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import typer
 
 from gpuprov import names
 from gpuprov.commands import common
-from gpuprov.errors import ConfigError, UsageError
+from gpuprov.errors import ConfigError, PricingError, UsageError
 
 pricing_app = typer.Typer(
     help="The price catalog: refresh from the clouds, import, export, snapshots.", no_args_is_help=True
@@ -78,48 +78,101 @@ def import_cmd(
     file: str = typer.Argument(..., help="a price file"),
     fmt: str = typer.Option(..., "--format", help="skypilot (a SkyPilot v8 vms.csv) or gpuprov"),
     cloud: str = typer.Option(None, "--cloud", help="the cloud a SkyPilot file is for (checked against its columns)"),
+    as_of: str = typer.Option(
+        None, "--as-of", help="when the file's prices were current (ISO 8601, with a UTC offset)"
+    ),
 ) -> None:
-    """Load a price file as a new snapshot (per cloud); a malformed file stores nothing."""
+    """Load a price file as a new snapshot per cloud. It replaces only the markets the file
+    carries for that cloud (a SkyPilot file's on-demand and spot: reserved prices stay); rows
+    that fail validation are skipped and counted with their line numbers; a file that yields no
+    offer, or a bad file, stores nothing."""
     from pricing import skypilot
     from pricing.gpuprov_csv import read_offers
     from pricing.validate import check_offers
 
-    path = Path(file)
+    if fmt not in ("skypilot", "gpuprov"):
+        raise UsageError(f"unknown format {names.show(fmt)}", "choose skypilot or gpuprov")
+    when = _as_of(as_of, file)
+    from gpuprov.safeyaml import read_text
+
     try:
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {file}: {exc}") from None
+        text = read_text(Path(file), names.show(file, 80), max_bytes=MAX_IMPORT_BYTES)
+    except ConfigError as exc:
+        raise UsageError(exc.message) from None
+    lines = text.splitlines(keepends=True)
     wanted = None if cloud is None else common.parse_clouds([cloud])
+    report = skypilot.ParseReport()
     if fmt == "skypilot":
-        report = skypilot.ParseReport()
-        found, offers = skypilot.parse(lines, path.name, report, wanted[0] if wanted else None)
+        found, offers = skypilot.parse(lines, Path(file).name, report, wanted[0] if wanted else None)
         by_cloud = {found: offers}
-        skipped = dict(report.skipped)
-    elif fmt == "gpuprov":
+    else:
         by_cloud = {}
-        for o in read_offers(lines, path.name):
+        for o in read_offers(lines, Path(file).name, report):
             by_cloud.setdefault(o.cloud, []).append(o)
         if wanted:
             by_cloud = {c: v for c, v in by_cloud.items() if c in wanted}
-        skipped = {}
-    else:
-        raise UsageError(f"unknown format {fmt!r}", "choose skypilot or gpuprov")
-    if not any(by_cloud.values()):
-        raise ConfigError(f"{file}: no offers to import")
     checked = {}
     for c, offers in by_cloud.items():
         good, bad = check_offers(offers)
         checked[c] = good
         for reason, n in bad.items():
-            skipped[reason] = skipped.get(reason, 0) + n
-    catalog, _ = common.open_catalog()
-    when = datetime.now(UTC)
+            report.skipped[reason] += n
     out = common.console()
+    if report.skipped:
+        for reason, n in sorted(report.skipped.items()):
+            lines_seen = report.lines.get(reason, [])
+            at = (
+                f" (lines {', '.join(map(str, lines_seen))}{', …' if n > len(lines_seen) else ''})"
+                if lines_seen
+                else ""
+            )
+            common.warn(f"skipped {n} rows: {reason}{at}")
+    if not any(checked.values()):
+        raise PricingError(f"{names.show(file, 80)}: no offer passed validation; nothing was stored")
+    catalog, _ = common.open_catalog()
+    current = {s.cloud: s for s in catalog.snapshots(current_only=True)}
+    from pricing.gpus import GPUS
+
     for c in sorted(checked):
-        snap = catalog.add_snapshot(f"import:{path.name}", c, when, checked[c], note=f"imported from {path}")
-        out.print(f"{c.value}: snapshot {snap.id} with {snap.row_count} offers from {path.name}")
-    if skipped:
-        out.print("skipped: " + ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())))
+        if not checked[c]:
+            continue
+        markets = {o.market for o in checked[c]}
+        kept = (
+            [o for o in catalog.offers([g.name for g in GPUS], [c]) if o.market not in markets] if c in current else []
+        )
+        snap = catalog.add_snapshot(
+            f"import:{Path(file).name}"[:200],
+            c,
+            when,
+            [*checked[c], *kept],
+            note=f"imported from {Path(file).name}; kept {len(kept)} offers of other "
+            f"markets from snapshot {current[c].id if c in current else '-'}",
+        )
+        out.print(
+            f"{c.value}: snapshot {snap.id} with {len(checked[c])} offers from {Path(file).name} "
+            f"({', '.join(sorted(m.value for m in markets))}) and {len(kept)} kept from the previous snapshot"
+        )
+
+
+MAX_IMPORT_BYTES = 256 << 20
+
+
+def _as_of(text: str | None, file: str) -> datetime:
+    if text is None:
+        raise UsageError(
+            f"{names.show(file, 80)} does not say when its prices were current",
+            hint="pass --as-of 2026-05-20T00:00:00+00:00 (the staleness guard reads it)",
+        )
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--as-of: not an ISO 8601 time: {names.show(text)}") from None
+    if when.tzinfo is None:
+        raise UsageError("--as-of needs a UTC offset, e.g. 2026-05-20T00:00:00+00:00")
+    now = datetime.now(UTC)
+    if when > now + timedelta(hours=1) or when.year < 2000:
+        raise UsageError(f"--as-of {names.show(text)} is in the future or before 2000")
+    return when.astimezone(UTC)
 
 
 @pricing_app.command("export")
@@ -161,12 +214,18 @@ def export_cmd(
 
 
 @pricing_app.command("snapshots")
-def snapshots_cmd(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+def snapshots_cmd(
+    output: str = typer.Option("table", "--output", "-o", help="table or json"),
+    activate: int = typer.Option(None, "--activate", help="make this snapshot its cloud's current one again"),
+) -> None:
     """Every stored snapshot: id, source, cloud, when fetched, rows, current or not."""
     fmt = common.parse_output(output, ("table", "json"))
     from gpuprov import render
 
     catalog, _ = common.open_catalog()
+    if activate is not None:
+        snap = catalog.activate(activate)
+        common.console().print(f"{snap.cloud.value}: snapshot {snap.id} ({snap.source}) is current again")
     snaps = catalog.snapshots()
     if fmt == "json":
         import json

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from gpuprov.errors import StoreError
+from gpuprov.errors import StoreError, UsageError
 from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
 from gpuprov.store.database import Database, first_line, parse_time
 
@@ -100,6 +100,22 @@ class Catalog(Database):
             )
             for r in self._rows(sql, {"yes": True})
         ]
+
+    def activate(self, snapshot_id: int) -> SnapshotInfo:
+        """Make an earlier snapshot its cloud's current one again (one transaction)."""
+        from sqlalchemy import update
+
+        from gpuprov.store import tables
+
+        found = [s for s in self.snapshots() if s.id == snapshot_id]
+        if not found:
+            raise UsageError(f"no snapshot {snapshot_id}", hint="gpuprov pricing snapshots lists them")
+        snap = found[0]
+        t = tables.SnapshotRow.__table__  # type: ignore[attr-defined]
+        with self.guarded(f"could not activate snapshot {snapshot_id}"), self.engine().begin() as con:
+            con.execute(update(t).where(t.c.cloud == snap.cloud.value).values(current=False))
+            con.execute(update(t).where(t.c.id == snapshot_id).values(current=True))
+        return SnapshotInfo(snap.id, snap.source, snap.cloud, snap.fetched_at, snap.row_count, True)
 
     def offers(
         self,

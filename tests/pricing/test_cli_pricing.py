@@ -69,8 +69,19 @@ def test_a_failed_source_exits_4_and_keeps_the_bundled_snapshot(monkeypatch: pyt
     assert len(azure) == 1 and azure[0]["current"] and azure[0]["source"].startswith("bundled")
 
 
-def test_import_skypilot_then_export_reproduces_every_price() -> None:
-    r = runner.invoke(app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot", "--cloud", "aws"])
+AS_OF = "2025-12-01T00:00:00+00:00"
+
+
+def test_import_skypilot_then_export_reproduces_every_price_and_keeps_reserved() -> None:
+    bundled = json.loads(
+        runner.invoke(
+            app, ["prices", "--type", "a100", "--cloud", "aws", "--market", "reserved_1y", "-o", "json"]
+        ).stdout
+    )["offers"]
+    assert bundled
+    r = runner.invoke(
+        app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot", "--cloud", "aws", "--as-of", AS_OF]
+    )
     assert r.exit_code == 0, r.stderr
     r = runner.invoke(app, ["pricing", "export", "--format", "gpuprov", "--cloud", "aws"])
     assert r.exit_code == 0
@@ -85,22 +96,84 @@ def test_import_skypilot_then_export_reproduces_every_price() -> None:
             assert str(got[(itype, zone, "on_demand")]) == row["Price"]  # exactly, digits too
         if row["SpotPrice"]:
             assert str(got[(itype, zone, "spot")]) == row["SpotPrice"]
-    assert len(exported) == sum(bool(r["Price"]) + bool(r["SpotPrice"]) for r in rows)
+    flexible = [e for e in exported if e["market"] in ("on_demand", "spot")]
+    assert len(flexible) == sum(bool(r["Price"]) + bool(r["SpotPrice"]) for r in rows)
+    # the SkyPilot file carries no reservations: the reserved prices of the previous snapshot survive
+    after = json.loads(
+        runner.invoke(
+            app, ["prices", "--type", "a100", "--cloud", "aws", "--market", "reserved_1y", "-o", "json"]
+        ).stdout
+    )["offers"]
+    assert after == bundled
+    snaps = json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout)
+    aws = [s for s in snaps if s["cloud"] == "aws" and s["current"]]
+    assert aws[0]["fetched_at"].startswith("2025-12-01") and aws[0]["source"].startswith("import:")
 
 
-def test_a_malformed_import_names_the_line_and_stores_nothing(tmp_path: Path) -> None:
+def test_an_import_needs_its_as_of_time() -> None:
+    r = runner.invoke(app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot"])
+    assert r.exit_code == 2 and "does not say when its prices were current" in r.stderr
+    r = runner.invoke(app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot", "--as-of", "2026-05-20"])
+    assert r.exit_code == 2 and "UTC offset" in r.stderr
+
+
+def test_bad_rows_are_skipped_with_their_lines_and_an_all_bad_file_stores_nothing(tmp_path: Path) -> None:
     runner.invoke(app, ["pricing", "snapshots"])
     before = json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout)
+    rows = list(csv.reader(io.StringIO(SKYPILOT_AWS.read_text())))
+    header, body = rows[0], rows[1:]
+    price, spot = header.index("Price"), header.index("SpotPrice")
+
+    def with_price(row: list[str], value: str) -> list[str]:
+        out = list(row)
+        out[price] = out[spot] = value
+        return out
+
+    def text(rows: list[list[str]]) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        return buf.getvalue()
+
     bad = tmp_path / "vms.csv"
-    lines = SKYPILOT_AWS.read_text().splitlines()
-    lines[5] = lines[5].replace(",x86_64", "").rsplit(",", 4)[0] + ",not-a-price,0.5,us-east-1,use1-az1,x86_64"
-    bad.write_text("\n".join(lines) + "\n")
-    r = runner.invoke(app, ["pricing", "import", str(bad), "--format", "skypilot"])
-    assert r.exit_code == 2
-    assert r.stderr.startswith("error: vms.csv:6: Price 'not-a-price' is not a number")
-    assert json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout) == before
-    r = runner.invoke(app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot", "--cloud", "gcp"])
+    broken = [
+        with_price(body[4], "not-a-price"),
+        with_price(body[5], "-3"),
+        with_price(body[6], "99999"),
+        with_price(body[7], "0.00001"),
+    ]
+    bad.write_text(text([header, *broken, *body[8:12]]))
+    r = runner.invoke(app, ["pricing", "import", str(bad), "--format", "skypilot", "--as-of", AS_OF])
+    assert r.exit_code == 0, r.stderr
+    assert "non-numeric number field (lines 2)" in r.stderr and "negative number (lines 3)" in r.stderr
+    assert "price above $10,000/h or below $0.0001/h" in r.stderr
+    everything_bad = tmp_path / "all-bad.csv"
+    everything_bad.write_text(text([header, *broken]))
+    middle = json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout)
+    assert len(middle) == len(before) + 1
+    r = runner.invoke(app, ["pricing", "import", str(everything_bad), "--format", "skypilot", "--as-of", AS_OF])
+    assert r.exit_code == 4 and "nothing was stored" in r.stderr
+    assert json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout) == middle
+    r = runner.invoke(
+        app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot", "--cloud", "gcp", "--as-of", AS_OF]
+    )
     assert r.exit_code == 2 and "the file has the aws layout" in r.stderr
+
+
+def test_an_earlier_snapshot_can_be_made_current_again() -> None:
+    runner.invoke(app, ["pricing", "snapshots"])
+    first = next(
+        s for s in json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout) if s["cloud"] == "aws"
+    )
+    r = runner.invoke(app, ["pricing", "import", str(SKYPILOT_AWS), "--format", "skypilot", "--as-of", AS_OF])
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, ["pricing", "snapshots", "--activate", str(first["id"])])
+    assert r.exit_code == 0 and "is current again" in r.stdout
+    aws = [
+        s for s in json.loads(runner.invoke(app, ["pricing", "snapshots", "-o", "json"]).stdout) if s["cloud"] == "aws"
+    ]
+    assert [s["current"] for s in aws] == [True, False]
+    r = runner.invoke(app, ["pricing", "snapshots", "--activate", "9999"])
+    assert r.exit_code == 2 and "no snapshot 9999" in r.stderr
 
 
 def test_negotiated_discounts_show_in_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
