@@ -32,7 +32,6 @@ from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from gpuprov.errors import ConfigError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
 from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError, missing_extra
@@ -79,6 +78,23 @@ class VmSize:
     gpus: int
     vcpus: int
     memory_gib: Decimal
+
+
+NO_SUBSCRIPTION = "no Azure subscription: VM sizes from the bundled catalog, Resource SKUs not asked"
+
+
+def bundled_sizes() -> dict[str, VmSize]:
+    """The GPU VM sizes of the bundled Azure snapshot, with their GPUs, vCPUs and memory."""
+    from pricing.snapshot import load_bundled
+
+    out: dict[str, VmSize] = {}
+    for snap in load_bundled():
+        if snap.cloud is Cloud.AZURE:
+            for o in snap.offers:
+                out.setdefault(
+                    o.instance_type, VmSize(o.instance_type, o.gpu, o.gpus_per_instance, o.vcpus, o.memory_gib)
+                )
+    return out
 
 
 def _sdk() -> dict[str, Any]:
@@ -202,18 +218,17 @@ class AzurePriceSource:
         self._lock = threading.Lock()
 
     def clients(self, sdk: dict[str, Any]) -> tuple[Any, Any]:
-        """(the ARM compute client, the HTTP session for the Retail API), made once per source."""
+        """(the ARM compute client or None without a subscription, the HTTP session for the Retail
+        API), made once per source. The Retail Prices API is anonymous: without a subscription the
+        refresh goes on, with the VM sizes the bundled catalog knows (see ``bundled_sizes``)."""
         with self._lock:
             if self._clients is None:
                 subscription = self.subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID")
-                if not subscription:
-                    raise ConfigError(
-                        "no Azure subscription for the Resource SKUs lookup",
-                        hint="set AZURE_SUBSCRIPTION_ID, or pass subscription_id= to AzurePriceSource",
-                    )
-                credential = self.credential or sdk["credential"]()
-                extra: dict[str, Any] = {"base_url": self.arm_endpoint} if self.arm_endpoint else {}
-                arm = sdk["client"](credential, subscription, **extra)
+                arm = None
+                if subscription:
+                    credential = self.credential or sdk["credential"]()
+                    extra: dict[str, Any] = {"base_url": self.arm_endpoint} if self.arm_endpoint else {}
+                    arm = sdk["client"](credential, subscription, **extra)
                 requests = sdk["requests"]
                 http = requests.Session()
                 adapter = requests.adapters.HTTPAdapter(pool_maxsize=self.pool_connections)
@@ -248,6 +263,9 @@ class _AzureFetch:
         self.arm, self.http = src.clients(sdk)
 
     def _sizes(self) -> dict[str, VmSize]:
+        if self.arm is None:
+            self.skipped[NO_SUBSCRIPTION] += 1
+            return {k: v for k, v in bundled_sizes().items() if self.gpus is None or v.gpu in self.gpus}
         client = self.arm
         local = bool(self.src.arm_endpoint and self.src.arm_endpoint.startswith("http://"))
         sizes: dict[str, VmSize] = {}

@@ -9,7 +9,6 @@ import pytest
 import responses
 from responses import matchers
 
-from gpuprov.errors import ConfigError
 from gpuprov.models import Market, Offer
 from pricing import azure
 from pricing.base import MalformedResponseError, SourceError
@@ -139,10 +138,23 @@ def test_prices_url_from_the_environment(rsps: responses.RequestsMock, monkeypat
     assert any(o.market is Market.ON_DEMAND for o in result.offers)
 
 
-def test_a_subscription_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_subscription_the_anonymous_retail_api_still_prices_the_known_sizes(
+    rsps: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
-    with pytest.raises(ConfigError):
-        azure.AzurePriceSource(credential=fakes.FakeCredential()).fetch()
+    rsps.assert_all_requests_are_fired = False
+    for size in fakes.AZURE_SIZES:
+        for price_type in ("Consumption", "Reservation"):
+            fakes.register_chain(rsps, size, price_type, fakes.azure_pages(size, price_type))
+    rsps.get(fakes.PRICES_URL, json={"Items": [], "NextPageLink": None, "Count": 0})  # every other size: no rows
+    result = azure.AzurePriceSource(credential=fakes.FakeCredential()).fetch({"A100-80GB"})
+    assert result.skipped[azure.NO_SUBSCRIPTION] == 1
+    assert not [c for c in rsps.calls if "resourceSkus" in c.request.url]  # ARM was never asked
+    offers = by_key(result.offers)
+    od = offers[("eastus", A100, Market.ON_DEMAND)]
+    known = azure.bundled_sizes()[A100]
+    assert (od.gpu, od.gpus_per_instance, od.vcpus) == (known.gpu, known.gpus, known.vcpus)
+    assert od.hourly_usd == D("3.673")
 
 
 # -- pure parsing -------------------------------------------------------------------------
