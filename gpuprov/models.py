@@ -64,6 +64,9 @@ class Offer:
     interruptions_per_hour: Decimal | None = None
     interruption_source: str | None = None
     flags: tuple[str, ...] = ()  # "suspect-spot", "suspect-on-demand": see pricing/quality.py
+    # a share of one GPU (Azure NV4as_v4 = 1/8 MI25): such an offer holds no whole GPU, is shown
+    # with its share and priced per whole GPU, and no plan uses it
+    gpu_fraction: Decimal | None = None
 
     @property
     def location(self) -> str:
@@ -71,8 +74,13 @@ class Offer:
         return self.zone or self.region
 
     @property
+    def gpus(self) -> Decimal:
+        """GPUs per instance: a share of one where the size is fractional."""
+        return self.gpu_fraction if self.gpu_fraction is not None else Decimal(self.gpus_per_instance)
+
+    @property
     def usd_per_gpu_hour(self) -> Decimal:
-        return self.hourly_usd / self.gpus_per_instance
+        return self.hourly_usd / self.gpus
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:

@@ -51,6 +51,7 @@ def offer_dict(o: Offer) -> dict[str, Any]:
         "usd_per_gpu_hour": str(o.usd_per_gpu_hour.quantize(Decimal("0.000001"))),
         "currency": o.currency,
         "flags": list(o.flags),
+        "gpu_fraction": None if o.gpu_fraction is None else str(o.gpu_fraction),
         "interruptions_per_hour": None if o.interruptions_per_hour is None else str(o.interruptions_per_hour),
         "interruption_source": o.interruption_source,
     }
@@ -112,6 +113,15 @@ def prices_csv(offers: Sequence[Offer], out: IO[str]) -> None:
         )
 
 
+def gpu_count(o: Offer) -> str:
+    """"8", or "1/8" for a share of one GPU."""
+    if o.gpu_fraction is None:
+        return str(o.gpus_per_instance)
+    from fractions import Fraction
+
+    return str(Fraction(o.gpu_fraction).limit_denominator(64))
+
+
 def prices_table(offers: Sequence[Offer], title: str) -> Any:
     from rich.table import Table
 
@@ -134,7 +144,7 @@ def prices_table(offers: Sequence[Offer], title: str) -> Any:
             o.region,
             o.zone or "—",
             o.instance_type,
-            f"{o.gpus_per_instance}× {o.gpu}",
+            f"{gpu_count(o)}× {o.gpu}",
             o.market.value,
             money(o.usd_per_gpu_hour, Decimal("0.0001")),
             money(o.hourly_usd, Decimal("0.0001")),

@@ -23,7 +23,18 @@ from dataclasses import replace
 from decimal import Decimal
 from statistics import median
 
-from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer
+from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Cloud, Market, Offer
+
+# Sizes that hold a share of one GPU, by the clouds' own size documentation (Azure NVv4: AMD
+# MI25 partitions; NVadsA10 v5: NVIDIA A10 partitions). Catalogs list them as "1 GPU".
+FRACTIONAL: dict[tuple[Cloud, str], Decimal] = {
+    (Cloud.AZURE, "Standard_NV4as_v4"): Decimal(1) / 8,
+    (Cloud.AZURE, "Standard_NV8as_v4"): Decimal(1) / 4,
+    (Cloud.AZURE, "Standard_NV16as_v4"): Decimal(1) / 2,
+    (Cloud.AZURE, "Standard_NV6ads_A10_v5"): Decimal(1) / 6,
+    (Cloud.AZURE, "Standard_NV12ads_A10_v5"): Decimal(1) / 3,
+    (Cloud.AZURE, "Standard_NV18ads_A10_v5"): Decimal(1) / 2,
+}
 
 SUSPECT_SPOT_SHARE = Decimal("0.15")
 SUSPECT_ON_DEMAND_SHARE = Decimal("0.60")  # more than 40% below the median
@@ -46,6 +57,10 @@ def annotate(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> list
     for o in offers:
         flags = list(o.flags)
         changes: dict[str, object] = {}
+        share = FRACTIONAL.get((o.cloud, o.instance_type))
+        if share is not None and o.gpu_fraction is None:
+            changes.update(gpu_fraction=share, gpus_per_instance=0)
+            flags.append("fractional-gpu")
         if o.market is Market.SPOT:
             ref = od_at.get((o.cloud.value, o.location, o.instance_type)) or od_region.get(
                 (o.cloud.value, o.region, o.instance_type)

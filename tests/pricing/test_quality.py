@@ -90,3 +90,24 @@ def test_prices_and_plan_show_the_flag_and_exclude_suspect_drops_it() -> None:
     r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--exclude-suspect", "-o", "json"])
     clean = from_json(r.stdout)
     assert not clean.warnings and not any(a.flags for a in clean.allocations)
+
+
+def test_fractional_sizes_are_a_share_of_a_gpu_and_no_plan_counts_them() -> None:
+    r = runner.invoke(app, ["prices", "--type", "mi25", "-o", "json"])
+    offers = json.loads(r.stdout)["offers"]
+    nv4 = [o for o in offers if o["instance_type"] == "Standard_NV4as_v4"]
+    assert nv4 and all(o["gpu_fraction"] == str(D(1) / 8) and o["gpus_per_instance"] == 0 for o in nv4)
+    for o in nv4:
+        assert D(o["usd_per_gpu_hour"]) == (D(o["hourly_usd"]) * 8).quantize(D("0.000001"))
+        assert "fractional-gpu" in o["flags"]
+    r = runner.invoke(app, ["plan", "--gpus", "4", "--type", "mi25", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    plan = from_json(r.stdout)
+    assert all(
+        a.instance_type not in ("Standard_NV4as_v4", "Standard_NV8as_v4", "Standard_NV16as_v4")
+        for a in plan.placements()
+    )
+    held = sum(a.instances * a.gpus_per_instance for a in plan.allocations) + sum(
+        r.instances * r.gpus_per_instance for r in plan.reservations
+    )
+    assert held >= 4
