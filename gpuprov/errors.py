@@ -16,13 +16,17 @@
     │   └── SolverError     (3)      the solver failed or ran out of time without an answer
     ├── ProvisioningError   (4)      cloud calls
     │   ├── CapacityError   (4)      no capacity for (cloud, zone, instance type, market) now
-    │   ├── QuotaError      (4)      an account limit; also marks the pool unavailable
+    │   │   └── QuotaError  (4)      an account limit: a CapacityError, so it too marks the pool unavailable
     │   ├── CredentialsError(4)      no or bad credentials (never printed)
     │   ├── TransientError  (4)      throttling, timeouts, 5xx: retried, then this
     │   └── GuardError      (4)      a safety guard refused: budget, circuit breaker, stale prices
     └── StateError          (5)      the local journal or a lease disagrees with what is asked
 
-Only ``gpuprov.cli`` catches ``GpuprovError``; everything else raises.
+``gpuprov.cli`` turns every ``GpuprovError`` that reaches it into one ``error:`` line and its exit
+code. Inside, an error is caught only where a run deliberately goes on without the part that
+failed, and says so: the rebalancer records a failed pass (and, as a service, waits for the next),
+fleet discovery reports a cloud it could not ask, a price refresh keeps the failed cloud's
+previous snapshot.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def prices_csv(offers: Sequence[Offer], out: IO[str]) -> None:
 
 
 def gpu_count(o: Offer) -> str:
-    """"8", or "1/8" for a share of one GPU."""
+    """ "8", or "1/8" for a share of one GPU."""
     if o.gpu_fraction is None:
         return str(o.gpus_per_instance)
     from fractions import Fraction

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from gpuprov.errors import ConfigError
-from gpuprov.models import Offer, Workload
+from gpuprov.models import Workload
 from policies.model import Policy
 from policies.schedule import demand_slots
 
@@ -45,8 +43,12 @@ def apply(policy: Policy, o: Overrides) -> Policy:
         p = replace(p, timezone=o.timezone)
     if o.max_spot_fraction is not None:
         p = replace(p, workloads={k: replace(w, max_spot_fraction=o.max_spot_fraction) for k, w in p.workloads.items()})
-    if o.node_gpus is not None and "training" in p.workloads:
-        p = replace(p, workloads={**p.workloads, "training": replace(p.workloads["training"], node_gpus=o.node_gpus)})
+    if o.node_gpus is not None:
+        # the node size is the gangs' (a workload's shape, never its name); with no gang, every workload's
+        gangs = [k for k, w in p.workloads.items() if w.gang] or list(p.workloads)
+        p = replace(
+            p, workloads={k: replace(w, node_gpus=o.node_gpus) if k in gangs else w for k, w in p.workloads.items()}
+        )
     if o.markets is not None:
         p = replace(p, markets=o.markets)
     if o.clouds is not None:
@@ -76,41 +78,3 @@ def demand(policy: Policy) -> dict[str, tuple[int, ...]]:
     if policy.gpus is None:
         raise ConfigError(f"policy {policy.name!r} names no total; pass --gpus")
     return demand_slots(policy, policy.gpus)
-
-
-def _match(value: str, globs: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(value, g) for g in globs)
-
-
-def allowed(policy: Policy, offer: Offer) -> bool:
-    cloud = offer.cloud.value
-    if policy.clouds_allow and cloud not in policy.clouds_allow:
-        return False
-    if cloud in policy.clouds_deny:
-        return False
-    if policy.regions_allow and not _match(offer.region, policy.regions_allow):
-        return False
-    if policy.markets is not None and offer.market.value not in policy.markets:
-        return False
-    return not _match(offer.region, policy.regions_deny)
-
-
-def offer_caps(policy: Policy, offers: Sequence[Offer]) -> dict[OfferKey, int]:
-    """The tightest cap that matches each offer (glob on cloud, region, zone, type, market)."""
-    caps: dict[OfferKey, int] = {}
-    for o in offers:
-        for c in policy.offer_caps:
-            pairs = (
-                (o.cloud.value, c.cloud),
-                (o.region, c.region),
-                (o.zone or "", c.zone),
-                (o.instance_type, c.instance_type),
-                (o.market.value, c.market),
-            )
-            if all(fnmatch.fnmatchcase(value, glob) for value, glob in pairs):
-                caps[o.key] = min(caps.get(o.key, c.max_instances), c.max_instances)
-    return caps
-
-
-def region_caps(policy: Policy) -> dict[tuple[str, str], int]:
-    return {(c.cloud, c.region): c.max_instances for c in policy.region_caps}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -148,11 +149,18 @@ caps:
 """,
         )
     )
+    from gpuprov import planning
+
     east, west, eu = _offer("us-east-1"), _offer("us-west-2"), _offer("eu-west-1")
-    assert [constraints.allowed(pol, o) for o in (east, west, eu)] == [True, False, False]
-    assert not constraints.allowed(pol, _offer("us-east-1", market=Market.SPOT))
-    assert constraints.offer_caps(pol, [east, eu]) == {east.key: 3, eu.key: 5}
-    assert constraints.region_caps(pol) == {("aws", "us-east-1"): 4}
+    spec = planning.policy_spec(
+        constraints.apply(pol, constraints.Overrides(gpu="a100", gpus=16)), [east.gpu], "cbc", 0.001, 60.0
+    )
+    assert [planning.allowed(spec, o) for o in (east, west, eu)] == [True, False, False]
+    assert not planning.allowed(spec, _offer("us-east-1", market=Market.SPOT))
+    # the caps the planner applies: the tightest matching glob per offer, the region caps as given
+    request = planning.request_from_spec(replace(spec, regions_allow=(), regions_deny=()), [east, eu])
+    assert dict(request.offer_caps) == {east.key: 3, eu.key: 5}
+    assert dict(request.region_caps) == {("aws", "us-east-1"): 4}
 
 
 def test_absolute_and_percent_amounts(tmp_path: Path) -> None:
