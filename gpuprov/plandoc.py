@@ -326,6 +326,15 @@ class PlanDocument:
         spec = self.workloads.get(workload)
         return spec is not None and spec.gang
 
+    def slot_at(self, when: datetime) -> int:
+        """The slot an aware instant falls in, in the plan's local time."""
+        local = when.astimezone(zoneinfo.ZoneInfo(self.timezone))
+        if self.horizon_hours == 1:
+            return 0
+        if self.slot_origin == "week":
+            return local.weekday() * 24 + local.hour
+        return local.hour
+
     def baseline(self, name: str) -> Baseline | None:
         return next((b for b in self.baselines if b.name == name), None)
 

@@ -76,14 +76,7 @@ def run(request: PlanRequest) -> Solved:
 
 def slot_at(doc: pd.PlanDocument, when: datetime) -> int:
     """The slot of a plan document an aware UTC instant falls in (local time of the plan)."""
-    from zoneinfo import ZoneInfo
-
-    local = when.astimezone(ZoneInfo(doc.timezone))
-    if doc.horizon_hours == 1:
-        return 0
-    if doc.slot_origin == "week":
-        return local.weekday() * 24 + local.hour
-    return local.hour
+    return doc.slot_at(when)
 
 
 def flags_workload(gpus_per_node: int | None, max_spot_fraction: Decimal | None) -> Workload:

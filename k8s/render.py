@@ -1,0 +1,283 @@
+"""A plan document as the Kubernetes objects that place pods: Karpenter node pools, Kueue queues.
+
+Pure and deterministic: the same plan and parameters give the same bytes (YAML written by a
+serializer, keys in a fixed order, no timestamps); one kind per file.
+
+Nodes (Karpenter v1), for the plan's AWS and Azure capacity:
+* one ``NodePool`` per (workload, GPU model, market) with the plan's instance types and zones as
+  requirements (``topology.k8s.aws/zone-id`` on AWS: the plan names zones by AZ id),
+  ``karpenter.sh/capacity-type`` (``on-demand`` for on-demand and reserved instances: a reserved
+  instance is a billing discount on on-demand capacity; ``spot``), a GPU limit equal to the pool's
+  peak over the plan's horizon, a weight that prefers cheaper pools, the labels
+  ``gpuprov.io/{plan,workload,market,gpu}`` and a ``nvidia.com/gpu`` NoSchedule taint;
+* one ``EC2NodeClass`` (AMI alias, subnet and security-group selectors by the cluster's discovery
+  tag, the node IAM role: parameters) and, where the plan uses Azure, one ``AKSNodeClass``.
+GCP has no Karpenter: its capacity is rendered by ``gpuprov terraform`` (node groups with the same
+labels are not produced here), and the output says so.
+
+Queues (Kueue v1beta2):
+* one ``ResourceFlavor`` per (GPU model, market), selecting the nodes by those labels and
+  tolerating the taint;
+* one ``ClusterQueue`` per workload, in one cohort, whose ``nvidia.com/gpu`` quota per flavor is
+  the plan's GPUs for that workload in one window: ``clusterqueues.yaml`` holds the window in
+  force at ``at``; ``windows/<window>/clusterqueues.yaml`` holds each window's, to apply at its
+  edge (Kueue shrinks a quota without evicting admitted jobs unless preemption is configured, so
+  a training gang finishes where it runs);
+* one ``LocalQueue`` per (namespace, workload) for the namespaces given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gpuprov.plandoc import Allocation, PlanDocument
+
+GPU_RESOURCE = "nvidia.com/gpu"
+LABEL = "gpuprov.io"
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Params:
+    cluster: str = "gpuprov"  # the karpenter.sh/discovery tag of subnets and security groups
+    node_role: str = "KarpenterNodeRole-gpuprov"
+    ami_alias: str = "al2023@latest"
+    namespaces: tuple[str, ...] = ()
+    nodes: bool = True  # --nodes karpenter|none
+    queues: bool = True  # --queues kueue|none
+
+
+def name(*parts: str) -> str:
+    """A DNS-1123 name from free text: lower case, [a-z0-9-], at most 63 characters."""
+    text = re.sub(r"[^a-z0-9]+", "-", "-".join(p for p in parts if p).lower()).strip("-")
+    return text[:63].rstrip("-") or "x"
+
+
+def label_value(text: str) -> str:
+    """A label value: [A-Za-z0-9._-], at most 63 characters, alphanumeric at both ends."""
+    out = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63].strip("-._")
+    return out or "x"
+
+
+def _capacity_type(market: str) -> str:
+    return "spot" if market == "spot" else "on-demand"
+
+
+def _labels(doc: PlanDocument, workload: str, market: str, gpu: str) -> dict[str, str]:
+    return {
+        f"{LABEL}/plan": label_value(doc.plan_id),
+        f"{LABEL}/workload": label_value(workload),
+        f"{LABEL}/market": label_value(_capacity_type(market)),
+        f"{LABEL}/gpu": label_value(gpu),
+    }
+
+
+def _pools(doc: PlanDocument, cloud: str) -> dict[tuple[str, str, str, str], list[Allocation]]:
+    """Placements by (region, workload, GPU model, capacity type): a cluster, and so a NodePool,
+    lives in one region; a plan that spans regions gets a pool per region for each cluster."""
+    out: dict[tuple[str, str, str, str], list[Allocation]] = defaultdict(list)
+    for a in doc.placements():
+        if a.cloud == cloud and any(a.instances_by_slot):
+            out[(a.region, a.workload, a.gpu, _capacity_type(a.market))].append(a)
+    return dict(sorted(out.items()))
+
+
+def _peak_gpus(allocs: Sequence[Allocation], horizon: int) -> int:
+    return max((sum(a.instances_by_slot[t] * a.gpus_per_instance for a in allocs) for t in range(horizon)), default=0)
+
+
+def node_pools(doc: PlanDocument, p: Params) -> list[dict[str, Any]]:
+    out = []
+    for cloud, group, kind in (
+        ("aws", "karpenter.k8s.aws", "EC2NodeClass"),
+        ("azure", "karpenter.azure.com", "AKSNodeClass"),
+    ):
+        pools = _pools(doc, cloud)
+        prices = {key: min(a.unit_hourly_usd / a.gpus_per_instance for a in allocs) for key, allocs in pools.items()}
+        ranked = sorted(prices, key=lambda k: (prices[k], k))
+        for (region, workload, gpu, capacity), allocs in pools.items():
+            requirements: list[dict[str, Any]] = [
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": sorted({a.instance_type for a in allocs}),
+                },
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},
+            ]
+            if cloud == "aws":
+                zones = sorted({a.zone for a in allocs if a.zone})
+                if zones:
+                    requirements.append({"key": "topology.k8s.aws/zone-id", "operator": "In", "values": zones})
+            else:
+                requirements.append(
+                    {
+                        "key": "topology.kubernetes.io/region",
+                        "operator": "In",
+                        "values": [region],
+                    }
+                )
+            weight = 100 - ranked.index((region, workload, gpu, capacity)) * 99 // max(1, len(ranked) - 1)
+            out.append(
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "kind": "NodePool",
+                    "metadata": {
+                        "name": name(workload, gpu, capacity, region),
+                        "labels": {f"{LABEL}/region": label_value(region)},
+                    },
+                    "spec": {
+                        "template": {
+                            "metadata": {"labels": _labels(doc, workload, capacity, gpu)},
+                            "spec": {
+                                "nodeClassRef": {"group": group, "kind": kind, "name": name(p.cluster)},
+                                "requirements": requirements,
+                                "taints": [{"key": GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}],
+                            },
+                        },
+                        "limits": {GPU_RESOURCE: _peak_gpus(allocs, doc.horizon_hours)},
+                        "weight": max(1, min(100, weight)),
+                        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+                    },
+                }
+            )
+    return out
+
+
+def node_classes(doc: PlanDocument, p: Params) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    selector = [{"tags": {"karpenter.sh/discovery": p.cluster}}]
+    if _pools(doc, "aws"):
+        out["ec2nodeclass.yaml"] = [
+            {
+                "apiVersion": "karpenter.k8s.aws/v1",
+                "kind": "EC2NodeClass",
+                "metadata": {"name": name(p.cluster)},
+                "spec": {
+                    "amiSelectorTerms": [{"alias": p.ami_alias}],
+                    "subnetSelectorTerms": selector,
+                    "securityGroupSelectorTerms": selector,
+                    "role": p.node_role,
+                    "tags": {f"{LABEL}/plan": label_value(doc.plan_id)},
+                    "blockDeviceMappings": [
+                        {
+                            "deviceName": "/dev/xvda",
+                            "ebs": {"volumeSize": "200Gi", "volumeType": "gp3", "encrypted": True},
+                        }
+                    ],
+                },
+            }
+        ]
+    if _pools(doc, "azure"):
+        out["aksnodeclass.yaml"] = [
+            {
+                "apiVersion": "karpenter.azure.com/v1beta1",
+                "kind": "AKSNodeClass",
+                "metadata": {"name": name(p.cluster)},
+                "spec": {"imageFamily": "Ubuntu2204", "osDiskSizeGB": 200},
+            }
+        ]
+    return out
+
+
+def window_quotas(doc: PlanDocument, slot: int) -> dict[str, dict[str, int]]:
+    """GPUs per workload per flavor (GPU model, market) in one slot."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for a in doc.placements():
+        n = a.instances_by_slot[slot] * a.gpus_per_instance
+        out[a.workload][name(a.gpu, _capacity_type(a.market))] += n
+    return {w: dict(v) for w, v in out.items()}
+
+
+def flavors(doc: PlanDocument) -> list[dict[str, Any]]:
+    keys = sorted({(a.gpu, _capacity_type(a.market)) for a in doc.placements() if any(a.instances_by_slot)})
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name(gpu, capacity)},
+            "spec": {
+                "nodeLabels": {f"{LABEL}/gpu": label_value(gpu), f"{LABEL}/market": capacity},
+                "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        }
+        for gpu, capacity in keys
+    ]
+
+
+def cluster_queues(doc: PlanDocument, slot: int) -> list[dict[str, Any]]:
+    all_flavors = [f["metadata"]["name"] for f in flavors(doc)]
+    quotas = window_quotas(doc, slot)
+    out = []
+    for w in sorted(doc.workloads):
+        mine = quotas.get(w, {})
+        out.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": name("gpuprov", w)},
+                "spec": {
+                    "cohortName": name("gpuprov", doc.plan_id),
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [GPU_RESOURCE],
+                            "flavors": [
+                                {"name": f, "resources": [{"name": GPU_RESOURCE, "nominalQuota": mine.get(f, 0)}]}
+                                for f in all_flavors
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+    return out
+
+
+def local_queues(doc: PlanDocument, p: Params) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": name(w), "namespace": ns},
+            "spec": {"clusterQueue": name("gpuprov", w)},
+        }
+        for ns in p.namespaces
+        for w in sorted(doc.workloads)
+    ]
+
+
+def render(doc: PlanDocument, p: Params, at: datetime) -> dict[str, list[dict[str, Any]]]:
+    """Map file name → its documents."""
+    files: dict[str, list[dict[str, Any]]] = {}
+    if p.nodes:
+        pools = node_pools(doc, p)
+        if pools:
+            files["nodepools.yaml"] = pools
+            files.update(node_classes(doc, p))
+    if p.queues:
+        files["resourceflavors.yaml"] = flavors(doc)
+        files["clusterqueues.yaml"] = cluster_queues(doc, doc.slot_at(at))
+        for w in doc.windows:
+            files[f"windows/{name(w.name)}/clusterqueues.yaml"] = cluster_queues(doc, w.start_slot % doc.horizon_hours)
+        if p.namespaces:
+            files["localqueues.yaml"] = local_queues(doc, p)
+    return dict(sorted(files.items()))
+
+
+def dump(docs: list[dict[str, Any]]) -> str:
+    import yaml
+
+    return "".join(
+        "---\n" + yaml.safe_dump(d, sort_keys=False, default_flow_style=False, allow_unicode=True) for d in docs
+    )
+
+
+def gcp_note(doc: PlanDocument) -> str | None:
+    if any(a.cloud == "gcp" for a in doc.placements()):
+        return "GCP capacity has no Karpenter: render it with gpuprov terraform (node groups); Kueue flavors cover it"
+    return None
