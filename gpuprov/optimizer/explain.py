@@ -93,7 +93,9 @@ def infeasible(request: PlanRequest, offers: list[Offer], status: str) -> Infeas
     )
 
 
-def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[tuple[str, str], Any]]) -> tuple[str, ...]:
+def binding(
+    request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[tuple[str, str], tuple[Any, Any]]]
+) -> tuple[str, ...]:
     """Human-readable constraints that are tight in the answer."""
     out: list[str] = []
     slots = plan.horizon_hours
@@ -118,7 +120,7 @@ def binding(request: PlanRequest, plan: Plan, gang_vars: dict[str, dict[tuple[st
         if tight:
             out.append(f"spot ceiling {w.max_spot_fraction:.0%} of {w.name}: tight in {tight}/{slots} slots")
         if w.gang and w.name in gang_vars:
-            chosen = [k for k, v in gang_vars[w.name].items() if (v.value() or 0) > 0.5]
+            chosen = [k for k, (b, c) in gang_vars[w.name].items() if (b.value() or 0) > 0.5 and (c.value() or 0) > 0.5]
             if chosen:
                 out.append(f"gang: all of {w.name} in {chosen[0][0]} on {chosen[0][1]}")
     if request.budget_per_hour is not None:

@@ -27,7 +27,6 @@ from gpuprov.optimizer.problem import (
     big_m,
     effective_price,
     eligible,
-    gang_site,
     overhead,
     profiles,
     spread_cap,
@@ -62,7 +61,7 @@ class Model:
     r: dict[tuple[int, str, int], Any] = field(default_factory=dict)
     rc: dict[tuple[int, str, int], int] = field(default_factory=dict)  # GPUs per unit of r: g_o or 1
     y: dict[int, Any] = field(default_factory=dict)
-    gang: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)
+    gang: dict[str, dict[tuple[str, str], tuple[Any, Any]]] = field(default_factory=dict)
     migration: list[tuple[Any, Offer, Decimal]] = field(default_factory=list)
 
     def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> None:
@@ -233,36 +232,34 @@ def _spread(
 
 
 def _gang(m: Model, request: PlanRequest, wn: str) -> None:
+    """One location b[w,k] and, where the offers carry several GPU models, one model c[w,g]: the
+    same plans as one binary per (location, model) site, with locations + models binaries
+    instead of their product (CBC proves the optimum far sooner)."""
     import pulp
 
-    places = sorted(
-        {gang_site(o) for (i, w2, _p) in m.x if w2 == wn for o in (m.flex[i],)}
-        | {gang_site(o) for (j, w2, _p) in m.r if w2 == wn for o in (m.resv[j],)}
-    )
+    used = [m.flex[i] for (i, w2, _p) in m.x if w2 == wn] + [m.resv[j] for (j, w2, _p) in m.r if w2 == wn]
+    places = sorted({o.location for o in used})
     if not places:
         return  # no demand, nothing to place
     b = {k: m.prob.add_variable(f"b_{wn}_{n}", 0, 1, pulp.LpInteger) for n, k in enumerate(places)}
-    m.gang[wn] = b
     m.add([(v, 1) for v in b.values()], pulp.LpConstraintEQ, 1, f"gang_{wn}")
+    models = sorted({o.gpu for o in used})
+    c = {g: m.prob.add_variable(f"c_{wn}_{n}", 0, 1, pulp.LpInteger) for n, g in enumerate(models)}
+    if len(models) > 1:
+        m.add([(v, 1) for v in c.values()], pulp.LpConstraintEQ, 1, f"gangmodel_{wn}")
+    else:
+        c[models[0]].lowBound = 1  # the one model there is
+    m.gang[wn] = {(k, g): (b[k], c[g]) for k in places for g in models}
     demand = request.demand[wn]
-    for (i, w2, p), var in m.x.items():
-        if w2 == wn:
-            o = m.flex[i]
-            m.add(
-                [(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
-                pulp.LpConstraintLE,
-                0,
-                f"gx_{i}_{wn}_{p}",
-            )
-    for (j, w2, p), var in m.r.items():
-        if w2 == wn:
-            o = m.resv[j]
-            m.add(
-                [(var, 1), (b[gang_site(o)], -big_m(demand, o.gpus_per_instance))],
-                pulp.LpConstraintLE,
-                0,
-                f"gr_{j}_{wn}_{p}",
-            )
+    for kind, items, offers in (("x", m.x, m.flex), ("r", m.r, m.resv)):
+        for (i, w2, p), var in items.items():
+            if w2 != wn:
+                continue
+            o = offers[i]
+            bound = big_m(demand, o.gpus_per_instance)
+            m.add([(var, 1), (b[o.location], -bound)], pulp.LpConstraintLE, 0, f"g{kind}_{i}_{wn}_{p}")
+            if len(models) > 1:
+                m.add([(var, 1), (c[o.gpu], -bound)], pulp.LpConstraintLE, 0, f"g{kind}m_{i}_{wn}_{p}")
 
 
 def _flex_by_offer(m: Model) -> dict[tuple[int, int], Terms]:

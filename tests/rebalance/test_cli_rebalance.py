@@ -37,7 +37,7 @@ def test_emit_systemd_has_a_service_and_a_timer() -> None:
     ("args", "message"),
     [
         (["rebalance"], "choose one of --once"),
-        (["rebalance", "--every", "soon"], "--every takes a duration"),
+        (["rebalance", "--every", "soon"], "a duration like 15m, 1h or 90s is needed"),
         (["rebalance", "--emit", "helm"], "unknown --emit"),
         (["rebalance", "--emit", "cronjob", "--every", "7m"], "a CronJob needs --every that divides"),
         (["rebalance", "--once", "--yes"], "fleet default follows no plan yet"),
