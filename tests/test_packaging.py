@@ -24,6 +24,7 @@ def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
     for needed in (
         "pricing/data/offers.csv.gz",
         "pricing/data/snapshot.json",
+        "pricing/data/spot-advisor.json",
         "policies/presets/day-night.yaml",
         "terraform/schemas/aws/aws_autoscaling_group.json",
         "terraform/schemas/PROVENANCE.md",

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
 from decimal import Decimal
 
-from gpuprov.models import Cloud, Market
+import pytest
+
+from gpuprov.errors import ConfigError
+from gpuprov.models import Cloud, Market, Offer
 from gpuprov.store.catalog import Catalog
 from pricing.snapshot import load_bundled
 from tests.conftest import ROOT
@@ -47,6 +51,15 @@ def test_row_counts_match_the_manifest_and_the_store(_isolated_db: str) -> None:
     assert sum(1 for o in aws_snap.offers if o.market is Market.SPOT) == spot
 
 
+def _list_row(machine: str, region: str) -> dict[str, str]:
+    [row] = [
+        r
+        for r in _rows("gcp/cyclenerd-pricing-gpu-all-regions.csv")
+        if r["machine_type"] == machine and r["region"] == region
+    ]
+    return row
+
+
 def _find(cloud: Cloud, itype: str, where: str, market: Market, gpu: str | None = None) -> Decimal:
     snap = next(s for s in load_bundled() if s.cloud is cloud)
     hits = [
@@ -74,21 +87,25 @@ def test_known_prices_exactly() -> None:
         if r["InstanceType"] == "p4d.24xlarge" and r["Region"] == "us-east-1"
     )
     assert _find(Cloud.AWS, "p4d.24xlarge", "us-east-1", Market.RESERVED_1Y) == Decimal(res["Reserved1y"])
-    # GCP a2-ultragpu-1g in us-central1-a = host row + one A100-80GB accelerator row
+    # GCP a2-ultragpu-1g in us-central1-a: the list prices the type in the region, so its hour and hour_spot
+    listed = _list_row("a2-ultragpu-1g", "us-central1")
+    assert _find(Cloud.GCP, "a2-ultragpu-1g", "us-central1-a", Market.ON_DEMAND) == Decimal(listed["hour"])
+    assert _find(Cloud.GCP, "a2-ultragpu-1g", "us-central1-a", Market.SPOT) == Decimal(listed["hour_spot"])
+    # GCP a4-highgpu-8g in us-central1-b (the list has no a4) = host row + eight B200 accelerator rows' price
     gcp = _rows("gcp/anycloud-vms-gpu.csv")
-    host = next(r for r in gcp if r["InstanceType"] == "a2-ultragpu-1g" and r["AvailabilityZone"] == "us-central1-a")
+    host = next(r for r in gcp if r["InstanceType"] == "a4-highgpu-8g" and r["AvailabilityZone"] == "us-central1-b")
     acc = next(
         r
         for r in gcp
         if not r["InstanceType"]
-        and r["AcceleratorName"] == "A100-80GB"
-        and r["AcceleratorCount"] == "1.0"
-        and r["AvailabilityZone"] == "us-central1-a"
+        and r["AcceleratorName"] == "B200"
+        and r["AcceleratorCount"] == "8.0"
+        and r["AvailabilityZone"] == "us-central1-b"
     )
-    assert _find(Cloud.GCP, "a2-ultragpu-1g", "us-central1-a", Market.ON_DEMAND) == (
+    assert _find(Cloud.GCP, "a4-highgpu-8g", "us-central1-b", Market.ON_DEMAND) == (
         Decimal(host["Price"]) + Decimal(acc["Price"])
     )
-    assert _find(Cloud.GCP, "a2-ultragpu-1g", "us-central1-a", Market.SPOT) == (
+    assert _find(Cloud.GCP, "a4-highgpu-8g", "us-central1-b", Market.SPOT) == (
         Decimal(host["SpotPrice"]) + Decimal(acc["SpotPrice"])
     )
     # GCP n1-standard-8 + 1 T4 in us-central1-a: the n1 host file plus the accelerator row
@@ -126,3 +143,125 @@ def test_gpu_names_are_canonical() -> None:
     names = {o.gpu for s in load_bundled() for o in s.offers}
     assert {"A100-40GB", "A100-80GB", "H100", "L4", "T4"} <= names
     assert "A100" not in names and "H100-MEGA" not in names
+
+
+def _offers(cloud: Cloud) -> tuple[Offer, ...]:
+    return next(s for s in load_bundled() if s.cloud is cloud).offers
+
+
+def test_gcp_a3_highgpu_8g_on_demand_is_the_list_price_in_every_us_central1_zone() -> None:
+    listed = Decimal(_list_row("a3-highgpu-8g", "us-central1")["hour"])  # about $88.49/h
+    zones = {
+        r["AvailabilityZone"]
+        for r in _rows("gcp/anycloud-vms-gpu.csv")
+        if r["InstanceType"] == "a3-highgpu-8g" and r["Region"] == "us-central1"
+    }
+    hits = [
+        o
+        for o in _offers(Cloud.GCP)
+        if o.instance_type == "a3-highgpu-8g" and o.region == "us-central1" and o.market is Market.ON_DEMAND
+    ]
+    assert zones and {o.zone for o in hits} == zones and len(hits) == len(zones)
+    for o in hits:
+        assert abs(o.hourly_usd - listed) <= listed * Decimal("0.015"), o
+        assert (o.gpu, o.gpus_per_instance, o.interconnect) == ("H100", 8, "GPUDirect-TCPX")
+
+
+def test_gcp_commitments_are_regional_at_month_over_730() -> None:
+    reserved = [o for o in _offers(Cloud.GCP) if o.market.is_reserved]
+    for gpu in ("A100-40GB", "H100", "L4"):
+        for market in (Market.RESERVED_1Y, Market.RESERVED_3Y):
+            assert any(o.gpu == gpu and o.market is market for o in reserved), (gpu, market)
+    assert all(o.zone is None for o in reserved)
+    by_key = {o.key: o for o in reserved}
+    for machine, region in (
+        ("a2-highgpu-1g", "us-central1"),
+        ("a3-highgpu-8g", "europe-west4"),
+        ("g2-standard-4", "us-east1"),
+    ):
+        row = _list_row(machine, region)
+        for market, column in ((Market.RESERVED_1Y, "month_1y"), (Market.RESERVED_3Y, "month_3y")):
+            got = by_key[("gcp", region, "", machine, market.value)].hourly_usd
+            assert abs(got - Decimal(row[column]) / 730) < Decimal("1e-9"), (machine, region, market)
+        assert (
+            by_key[("gcp", region, "", machine, "reserved_3y")].hourly_usd
+            < (by_key[("gcp", region, "", machine, "reserved_1y")].hourly_usd)
+            < Decimal(row["hour"])
+        )
+
+
+def test_aws_reservations_cover_the_common_gpus() -> None:
+    families = {"T4", "A10G", "L4", "L40S", "A100-40GB", "A100-80GB", "V100", "V100-32GB", "H100"}
+    reserved = [o for o in _offers(Cloud.AWS) if o.market is Market.RESERVED_1Y]
+    assert all(o.zone is None for o in reserved)
+    assert sum(1 for o in reserved if o.gpu in families) >= 300
+    for gpu in ("T4", "A10G", "L4", "L40S", "A100-40GB", "A100-80GB", "V100-32GB"):
+        assert any(o.gpu == gpu for o in reserved), gpu
+    # a type SkyPilot's subset does not describe, priced from the vantage row
+    row = next(
+        r
+        for r in _rows("aws/vantage-ondemand-reserved1y-by-region.csv")
+        if r["InstanceType"] == "g6e.xlarge" and r["Region"] == "us-east-1"
+    )
+    [g6e] = [o for o in reserved if o.instance_type == "g6e.xlarge" and o.region == "us-east-1"]
+    assert (g6e.hourly_usd, g6e.gpu, g6e.gpus_per_instance, g6e.vcpus, g6e.memory_gib) == (
+        Decimal(row["Reserved1y"]),
+        "L40S",
+        1,
+        4,
+        Decimal(32),
+    )
+
+
+def test_the_disagreement_report_keeps_the_list_and_names_the_old_anycloud_price() -> None:
+    with open(SRC / "REPORT-disagreements.csv", encoding="utf-8") as fh:
+        report = list(csv.DictReader(fh))
+    assert report
+    # the old bundle's a3-highgpu-8g price: anycloud's host row + its 8 x H100 accelerator row
+    gcp = _rows("gcp/anycloud-vms-gpu.csv")
+    host = next(r for r in gcp if r["InstanceType"] == "a3-highgpu-8g" and r["AvailabilityZone"] == "us-central1-a")
+    acc = next(
+        r
+        for r in gcp
+        if not r["InstanceType"]
+        and r["AcceleratorName"] == "H100"
+        and r["AcceleratorCount"] == "8.0"
+        and r["AvailabilityZone"] == "us-central1-a"
+    )
+    old = Decimal(host["Price"]) + Decimal(acc["Price"])  # $43.07/h
+    [row] = [
+        r
+        for r in report
+        if (r["zone"], r["instance_type"], r["market"]) == ("us-central1-a", "a3-highgpu-8g", "on_demand")
+    ]
+    assert row["other_source"].startswith("anycloud") and Decimal(row["other_usd"]) == old
+    assert row["kept_source"].startswith("cyclenerd") and Decimal(row["kept_usd"]) == Decimal(
+        _list_row("a3-highgpu-8g", "us-central1")["hour"]
+    )
+    # every row: the bundle holds the kept price (never an average), and the two differ by more than 15 %
+    bundle = {o.key: o.hourly_usd for s in load_bundled() for o in s.offers}
+    keys = [(r["cloud"], r["region"], r["zone"], r["instance_type"], r["market"]) for r in report]
+    assert keys == sorted(keys)
+    for r, key in zip(report, keys, strict=True):
+        kept, other = Decimal(r["kept_usd"]), Decimal(r["other_usd"])
+        assert bundle[key] == kept
+        assert abs(other - kept) > kept * Decimal("0.15")
+
+
+def test_the_js_reader_takes_data_and_evaluates_nothing() -> None:
+    spec = importlib.util.spec_from_file_location("build_snapshot", ROOT / "scripts" / "build_snapshot.py")
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    text = """// generated
+/* a comment with ] and } */ const allGPUInstances = [
+  { name: 'it\\'s "x"', "url": "http://a//b", n: 1.5, ok: true, tags: [1, 2,], },  // tail, }
+  {"k": "v,]"},
+];
+"""
+    assert builder.js_data(text, "t.js") == [
+        {"name": 'it\'s "x"', "url": "http://a//b", "n": 1.5, "ok": True, "tags": [1, 2]},
+        {"k": "v,]"},
+    ]
+    with pytest.raises(ConfigError):
+        builder.js_data("const x = [alert(1)];", "t.js")

@@ -112,11 +112,9 @@ def discounts() -> Any:
 
 
 def spot_rate() -> Any:
-    """The per-pool spot interruption rate source, where the pricing package has one."""
-    try:
-        from pricing.spot_risk import pool_rate  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
+    """The per-pool spot interruption rate source (the AWS Spot Advisor; cloud defaults elsewhere)."""
+    from pricing.spot_risk import pool_rate
+
     return pool_rate
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal as D
+from pathlib import Path
 from statistics import median
 
 from typer.testing import CliRunner
@@ -111,3 +112,36 @@ def test_fractional_sizes_are_a_share_of_a_gpu_and_no_plan_counts_them() -> None
         r.instances * r.gpus_per_instance for r in plan.reservations
     )
     assert held >= 4
+
+
+def test_plans_price_spot_risk_per_pool_and_a_policy_override_wins(tmp_path: Path) -> None:
+    from pricing.spot_risk import aws_interruptions_per_hour
+
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--clouds", "aws", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    plan = from_json(r.stdout)
+    spot = [a for a in plan.allocations if a.spot]
+    assert spot
+    for a in spot:
+        known = aws_interruptions_per_hour(a.region, a.instance_type)
+        if known is None:
+            assert a.interruption_source == "default:aws"
+        else:
+            assert (a.interruptions_per_hour, a.interruption_source) == known
+    expected = sum(
+        (a.unit_hourly_usd * (a.interruptions_per_hour or D(0)) * D(1) * sum(a.instances_by_slot) for a in spot), D(0)
+    )
+    assert plan.costs.expected_interruption_usd == expected  # lost hours 1.0 for a flags plan
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "name: p\nhorizon_hours: 24\nspot_interruption: {aws: 0.05}\nworkloads:\n  training: {max_spot_fraction: 0.5}\n"
+        "schedule:\n  default: {training: 100%}\n",
+        encoding="utf-8",
+    )
+    r = runner.invoke(
+        app, ["plan", "--policy", str(policy), "--gpus", "64", "--type", "a100-40gb", "--clouds", "aws", "-o", "json"]
+    )
+    assert r.exit_code == 0, r.stderr
+    for a in from_json(r.stdout).allocations:
+        if a.spot:
+            assert (a.interruptions_per_hour, a.interruption_source) == (D("0.05"), "policy:aws")
