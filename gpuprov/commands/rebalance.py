@@ -9,6 +9,7 @@ import signal
 import sys
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -23,82 +24,6 @@ rebalance_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
 )
-
-IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
-
-
-def cronjob(owner: str, cron: str, image: str, plan: str | None) -> str:
-    """A Kubernetes CronJob running one pass, written by a YAML serializer (no string pasting)."""
-    import yaml
-
-    args = ["rebalance", "--once", "--yes", "--owner", owner] + (["--plan", plan] if plan else [])
-    doc = {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": f"gpuprov-rebalance-{owner}"},
-        "spec": {
-            "schedule": cron,
-            "concurrencyPolicy": "Forbid",  # the database lease also keeps a second run from acting
-            "startingDeadlineSeconds": 300,
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "rebalance",
-                                    "image": image,
-                                    "args": args,
-                                    "env": [
-                                        {
-                                            "name": "GPUPROV_DATABASE_URL",
-                                            "valueFrom": {"secretKeyRef": {"name": "gpuprov", "key": "database-url"}},
-                                        }
-                                    ],
-                                }
-                            ],
-                        }
-                    },
-                }
-            },
-        },
-    }
-    return str(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
-
-
-def systemd_quote(word: str) -> str:
-    """One argument of ExecStart, quoted per systemd.syntax: no control characters at all."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in word):
-        raise UsageError("a value for a systemd unit holds a control character (a newline?)")
-    if word and all(c.isalnum() or c in "-_./:=@+" for c in word):
-        return word
-    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$") + '"'
-
-
-def systemd_units(owner: str, exe: str, plan: str | None, every: timedelta) -> str:
-    args = [exe, "rebalance", "--once", "--yes", "--owner", owner] + (["--plan", plan] if plan else [])
-    exec_start = " ".join(systemd_quote(a) for a in args)
-    return (
-        f"# /etc/systemd/system/gpuprov-rebalance-{owner}.service\n"
-        "[Unit]\n"
-        f"Description=gpuprov rebalancing pass for fleet {owner}\n"
-        "After=network-online.target\n\n"
-        "[Service]\n"
-        "Type=oneshot\n"
-        f"ExecStart={exec_start}\n"
-        "EnvironmentFile=-/etc/gpuprov/env\n\n"
-        f"# /etc/systemd/system/gpuprov-rebalance-{owner}.timer\n"
-        "[Unit]\n"
-        f"Description=Run the gpuprov rebalancing pass for fleet {owner} every {every}\n\n"
-        "[Timer]\n"
-        "OnBootSec=2min\n"
-        f"OnUnitActiveSec={int(every.total_seconds())}s\n"
-        "Persistent=true\n\n"
-        "[Install]\n"
-        "WantedBy=timers.target\n"
-    )
 
 
 def parse_every(text: str) -> timedelta:
@@ -156,6 +81,97 @@ def _world(owner: str, plan: str | None, cfg: Any) -> Any:
         leases=Leases(),
         unavailable=lambda now: set(state.unavailable(now)),
     )
+
+
+def _emit(
+    kind: str,
+    who: str,
+    plan: str | None,
+    every: str | None,
+    image: str | None,
+    out: str | None,
+    allow_sqlite: bool,
+    annotation: list[str] | None,
+    user: str,
+    deadline: str,
+    tuning: list[tuple[str, str]],
+    cfg: Any,
+) -> None:
+    from pathlib import Path
+
+    from gpuprov import emit
+    from gpuprov.store.db import database_url
+
+    interval = parse_every(every) if every else timedelta(minutes=15)
+    if plan is not None and not names.PLAN_ID.fullmatch(plan):
+        raise UsageError(f"--plan: {names.show(plan)} is not a plan id")
+    if kind not in ("cronjob", "systemd"):
+        raise UsageError(f"unknown --emit {names.show(kind)}", "choose cronjob or systemd")
+    _settings(who, cfg, True, *[v for _f, v in tuning])  # the tuning values must parse as a pass would
+    annotations = {}
+    for item in common.split(annotation):
+        key, sep, value = item.partition("=")
+        if not sep or any(ord(c) < 32 for c in value) or len(value) > 1024:
+            raise UsageError(f"--service-account-annotation: {names.show(item)} is not KEY=VALUE")
+        annotations[key] = value
+    job = emit.Job(
+        owner=who, plan=plan, every=interval, tuning=tuning, annotations=annotations, deadline=parse_every(deadline)
+    )
+    files: dict[str, tuple[str, int]] = {}
+    if kind == "cronjob":
+        url = database_url()
+        if url.startswith("sqlite") and not allow_sqlite:
+            raise UsageError(
+                "a CronJob's filesystem lasts one Job: the lease and journal need PostgreSQL",
+                hint="set GPUPROV_DATABASE_URL to PostgreSQL (the Secret gpuprov/database-url), or pass --allow-sqlite",
+            )
+        config_text = None
+        if cfg.path is not None:
+            from gpuprov.safeyaml import read_text
+
+            config_text = emit.check_config(read_text(cfg.path, str(cfg.path)), str(cfg.path))
+        from dataclasses import replace as _replace
+
+        job = _replace(job, image=emit.check_image(image), config_yaml=config_text)
+        files["rebalance.yaml"] = (emit.dump(emit.kubernetes(job, _cron(interval))), 0o644)
+    else:
+        import shutil
+
+        exe = shutil.which("gpuprov", path=str(Path(sys.executable).parent)) or str(
+            Path(sys.executable).parent / "gpuprov"
+        )
+        env_file = str(Path(out).resolve() / "gpuprov.env") if out else "/etc/gpuprov/env"
+        for name, text in emit.systemd(job, exe, user, env_file).items():
+            files[name] = (text, 0o644)
+        if out:
+            from gpuprov.store.database import masked
+
+            files["gpuprov.env"] = (f"GPUPROV_DATABASE_URL={database_url()}\n", 0o600)
+            common.warn(f"the units run {exe}; {masked(database_url())} is in {env_file} (mode 0600)")
+    if out is None:
+        for name, (text, _mode) in files.items():
+            if not name.endswith(".env"):
+                typer.echo(f"# {name}\n{text}", nl=False)
+        return
+    _write_files(Path(out), files)
+    for name in files:
+        common.console().print(f"wrote {Path(out) / name}")
+
+
+def _write_files(folder: Path, files: dict[str, tuple[str, int]]) -> None:
+    """Each file written to a temporary name in the folder with its mode, then renamed."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, (text, mode) in files.items():
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, folder / name)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {names.show(str(folder), 80)}: {exc.strerror}") from None
 
 
 def _refresher(clouds: Any) -> Any:
@@ -224,7 +240,14 @@ def rebalance(
     min_fraction: str = typer.Option("0.02", "--min-saving-fraction", help="and this share of its cost"),
     hysteresis: str = typer.Option("2h", "--hysteresis", help="no new plan sooner than this after the last"),
     lead: str = typer.Option("15m", "--lead", help="follow schedule turns this far ahead"),
-    image: str = typer.Option("ghcr.io/example/gpuprov:latest", "--image", help="container image for --emit cronjob"),
+    image: str = typer.Option(None, "--image", help="--emit cronjob: the gpuprov image, pinned by tag or digest"),
+    out: str = typer.Option(None, "--out", help="--emit: write the files into this directory"),
+    allow_sqlite: bool = typer.Option(False, "--allow-sqlite", help="--emit cronjob on a SQLite database"),
+    annotation: list[str] = typer.Option(
+        None, "--service-account-annotation", help="KEY=VALUE on the ServiceAccount (IRSA, workload identity)"
+    ),
+    user: str = typer.Option("gpuprov", "--user", help="--emit systemd: the user the pass runs as"),
+    deadline: str = typer.Option("30m", "--deadline", help="--emit: a pass is stopped after this long"),
     output: str = typer.Option("table", "--output", "-o", help="table or json"),
 ) -> None:
     """One rebalancing pass, or a service that runs one every interval."""
@@ -239,22 +262,26 @@ def rebalance(
     if modes != 1:
         raise UsageError("choose one of --once, --every DURATION or --emit cronjob|systemd")
     if emit is not None:
-        interval = parse_every(every) if every else timedelta(minutes=15)
-        if plan is not None and not names.PLAN_ID.fullmatch(plan):
-            raise UsageError(f"--plan: {names.show(plan)} is not a plan id")
-        if emit == "cronjob":
-            if not IMAGE.fullmatch(image):
-                raise UsageError(f"--image: {names.show(image)} is not a container image reference")
-            typer.echo(cronjob(who, _cron(interval), image, plan), nl=False)
-        elif emit == "systemd":
-            exe = (
-                os.path.abspath(sys.argv[0])
-                if sys.argv and sys.argv[0].endswith("gpuprov")
-                else "/usr/local/bin/gpuprov"
-            )
-            typer.echo(systemd_units(who, exe, plan, interval), nl=False)
-        else:
-            raise UsageError(f"unknown --emit {names.show(emit)}", "choose cronjob or systemd")
+        _emit(
+            emit,
+            who,
+            plan,
+            every,
+            image,
+            out,
+            allow_sqlite,
+            annotation,
+            user,
+            deadline,
+            [
+                ("--disruption-share", share),
+                ("--min-saving", min_saving),
+                ("--min-saving-fraction", min_fraction),
+                ("--hysteresis", hysteresis),
+                ("--lead", lead),
+            ],
+            cfg,
+        )
         return
     settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
     interval = parse_every(every) if every else timedelta(0)

@@ -143,7 +143,11 @@ def test_cli_writes_checks_and_replaces_a_directory_atomically(tmp_path: Path) -
 
 
 def test_the_emitted_cronjob_validates_against_kubernetes_1_35() -> None:
-    r = runner.invoke(app, ["rebalance", "--emit", "cronjob", "--every", "15m", "--image", "ghcr.io/acme/gpuprov:1.2"])
+    r = runner.invoke(
+        app,
+        ["rebalance", "--emit", "cronjob", "--every", "15m", "--image", "ghcr.io/acme/gpuprov:1.2"],
+        env={"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@db/gpuprov"},
+    )
     assert r.exit_code == 0, r.stderr
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     assert docs and all(problems(d) == [] for d in docs), [problems(d) for d in docs]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,23 +17,146 @@ from gpuprov.models import Cloud
 from provisioner.drivers.fake import FakeDriver
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_emit_cronjob_is_a_kubernetes_cronjob() -> None:
-    r = runner.invoke(app, ["rebalance", "--emit", "cronjob", "--every", "15m", "--owner", "prod"])
+IMAGE = "ghcr.io/acme/gpuprov:0.2.0"
+
+
+def emitted(*args: str, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+    r = runner.invoke(app, ["rebalance", "--emit", "cronjob", *args], env=env)
     assert r.exit_code == 0, r.stderr
-    doc = yaml.safe_load(r.stdout)
-    assert doc["kind"] == "CronJob" and doc["spec"]["schedule"] == "*/15 * * * *"
-    assert doc["spec"]["concurrencyPolicy"] == "Forbid"
-    args = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def test_emit_cronjob_is_deployable_as_emitted(tmp_path: Path) -> None:
+    from k8s.check import problems
+
+    config = tmp_path / "config.yaml"
+    config.write_text("owner: prod\naws: {image: ami-0123, regions: [us-east-1]}\n")
+    env = {"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@db/gpuprov", "GPUPROV_CONFIG": str(config)}
+    docs = emitted(
+        "--every",
+        "15m",
+        "--owner",
+        "prod",
+        "--image",
+        IMAGE,
+        "--min-saving",
+        "20",
+        "--hysteresis",
+        "3h",
+        "--service-account-annotation",
+        "eks.amazonaws.com/role-arn=arn:aws:iam::123456789012:role/gpuprov",
+        env=env,
+    )
+    kinds = {d["kind"]: d for d in docs}
+    assert set(kinds) == {"ServiceAccount", "ConfigMap", "CronJob"}
+    assert all(problems(d) == [] for d in docs), [problems(d) for d in docs]
+    cron = kinds["CronJob"]["spec"]
+    assert cron["schedule"] == "*/15 * * * *" and cron["concurrencyPolicy"] == "Forbid"
+    job = cron["jobTemplate"]["spec"]
+    assert job["activeDeadlineSeconds"] == 1800
+    pod = job["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == IMAGE and pod["serviceAccountName"] == kinds["ServiceAccount"]["metadata"]["name"]
+    args = c["args"]
     assert args[:3] == ["rebalance", "--once", "--yes"] and "prod" in args
+    assert args[args.index("--min-saving") + 1] == "20" and args[args.index("--hysteresis") + 1] == "3h"
+    assert c["securityContext"]["runAsNonRoot"] and c["securityContext"]["readOnlyRootFilesystem"]
+    assert not c["securityContext"]["allowPrivilegeEscalation"]
+    assert "aws:" in kinds["ConfigMap"]["data"]["config.yaml"]
+    assert kinds["ServiceAccount"]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith("role/gpuprov")
 
 
-def test_emit_systemd_has_a_service_and_a_timer() -> None:
-    r = runner.invoke(app, ["rebalance", "--emit", "systemd", "--every", "1h"])
-    assert r.exit_code == 0
-    assert "[Service]" in r.stdout and "Type=oneshot" in r.stdout and "rebalance --once --yes" in r.stdout
-    assert "[Timer]" in r.stdout and "OnUnitActiveSec=3600s" in r.stdout
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ([], {}, "needs --image"),
+        (["--image", "ghcr.io/acme/gpuprov"], {}, "pinned by a tag"),
+        (["--image", "ghcr.io/acme/gpuprov:latest"], {}, "pinned by a tag"),
+        (["--image", IMAGE], {"GPUPROV_DATABASE_URL": "sqlite:////tmp/x.db"}, "need PostgreSQL"),
+        (["--image", IMAGE, "--owner", "prod\nnamespace: kube-system"], {}, "not a valid fleet name"),
+        (["--image", IMAGE, "--service-account-annotation", "nokey"], {}, "is not KEY=VALUE"),
+    ],
+)
+def test_emit_cronjob_refuses(args: list[str], env: dict[str, str], message: str) -> None:
+    env = {"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@db/x", **env}
+    r = runner.invoke(app, ["rebalance", "--emit", "cronjob", *args], env=env)
+    assert r.exit_code == 2 and message in r.stderr, r.stderr
+
+
+def test_emit_cronjob_refuses_a_config_with_a_secret(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "azure: {subscription_id: s, resource_group: g}\nlimits: {budget_per_hour: 5}\ngcp: {project: p}\n"
+    )
+    (tmp_path / "bad.yaml").write_text("owner: x\ndiscounts: {aws: 0.9}\naws: {image: ami}\nclient_secret: hunter2\n")
+    env = {"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@db/x", "GPUPROV_CONFIG": str(config)}
+    assert runner.invoke(app, ["rebalance", "--emit", "cronjob", "--image", IMAGE], env=env).exit_code == 0
+    from gpuprov import emit
+    from gpuprov.errors import UsageError
+
+    with pytest.raises(UsageError, match="looks like a secret"):
+        emit.check_config((tmp_path / "bad.yaml").read_text(), "bad.yaml")
+
+
+def test_emit_systemd_writes_hardened_units_and_a_private_environment_file(tmp_path: Path) -> None:
+    out = tmp_path / "units"
+    env = {"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:s3cret@db/x"}
+    r = runner.invoke(
+        app, ["rebalance", "--emit", "systemd", "--every", "1h", "--out", str(out), "--user", "ops"], env=env
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "s3cret" not in r.stdout + r.stderr
+    service = next(out.glob("*.service")).read_text()
+    timer = next(out.glob("*.timer")).read_text()
+    for line in (
+        "User=ops",
+        "TimeoutStartSec=1800",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateTmp=yes",
+        f"EnvironmentFile={out.resolve() / 'gpuprov.env'}",
+    ):
+        assert line in service, line
+    assert "EnvironmentFile=-" not in service  # required, not optional
+    assert "OnUnitActiveSec=3600s" in timer
+    exe = service.split("ExecStart=")[1].split()[0]
+    assert Path(exe).name == "gpuprov" and Path(exe).parent == Path(sys.executable).parent
+    env_file = out / "gpuprov.env"
+    assert env_file.stat().st_mode & 0o777 == 0o600 and "s3cret" in env_file.read_text()
+    verify = shutil.which("systemd-analyze")
+    if verify:
+        done = subprocess.run(
+            [verify, "verify", *map(str, out.glob("*.service")), *map(str, out.glob("*.timer"))],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        bad = [
+            line
+            for line in done.stderr.splitlines()
+            if "gpuprov-rebalance" in line and "does not exist" not in line and "Unknown user" not in line
+        ]
+        assert bad == [], done.stderr
+
+
+def test_the_dockerfile_runs_gpuprov_as_a_non_root_user_with_the_extras_asked_for() -> None:
+    lines = [
+        line.strip()
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    assert lines[0].startswith("FROM python:3.") and lines[0].endswith("-slim")
+    assert any(line.startswith("ARG EXTRAS=") for line in lines)
+    assert any("pip install" in line and '".[${EXTRAS}]"' in line for line in lines)
+    user = [line for line in lines if line.startswith("USER ")]
+    assert user and user[-1] != "USER root" and not user[-1].startswith("USER 0")
+    assert lines.index(user[-1]) > max(i for i, line in enumerate(lines) if line.startswith("RUN "))
+    assert lines[-2] == 'ENTRYPOINT ["gpuprov"]'
+    copied = {line.split()[1] for line in lines if line.startswith("COPY ")}
+    assert {"gpuprov", "pricing", "policies", "provisioner", "terraform", "k8s"} <= copied
 
 
 @pytest.mark.parametrize(
@@ -39,7 +165,10 @@ def test_emit_systemd_has_a_service_and_a_timer() -> None:
         (["rebalance"], "choose one of --once"),
         (["rebalance", "--every", "soon"], "a duration like 15m, 1h or 90s is needed"),
         (["rebalance", "--emit", "helm"], "unknown --emit"),
-        (["rebalance", "--emit", "cronjob", "--every", "7m"], "a CronJob needs --every that divides"),
+        (
+            ["rebalance", "--emit", "cronjob", "--every", "7m", "--allow-sqlite", "--image", "x/y:1"],
+            "a CronJob needs --every that divides",
+        ),
         (["rebalance", "--once", "--yes"], "fleet default follows no plan yet"),
     ],
 )
