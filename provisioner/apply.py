@@ -13,19 +13,25 @@ kept in preference to launching.
 
 from __future__ import annotations
 
+import random
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from gpuprov.errors import GuardError, ProvisioningError
+from gpuprov.errors import GuardError, ProvisioningError, TransientError
 from gpuprov.models import Cloud, Market
 from gpuprov.plandoc import PlanDocument
 from provisioner.base import Driver, InstanceHandle, LaunchRequest, launch_token
 
 Pool = tuple[str, str, str, str, str, str]
+LAUNCH_CONCURRENCY = 16  # launches in flight per (cloud, region)
+THROTTLE_PATIENCE_S = 600.0  # how long one launch keeps backing off while the API throttles
 
 
 class Journal(Protocol):
@@ -200,6 +206,7 @@ def execute(
     fault: Callable[[str, int], None] | None = None,
     progress: Callable[[str, Any], None] | None = None,
     before_call: Callable[[], None] | None = None,
+    concurrency: int = LAUNCH_CONCURRENCY,
 ) -> Outcome:
     """Make the calls of a diff: launch, then terminate (make before break) unless the budget
     needs the old instances gone first. CapacityError and friends propagate after their
@@ -207,10 +214,44 @@ def execute(
     every cloud call (the rebalancer checks its lease there; raising stops the run)."""
     break_first = check_guards(d, budget_per_hour, max_launch)
     out = Outcome()
-    steps = [_terminate_all, _launch_all] if break_first else [_launch_all, _terminate_all]
-    for step in steps:
-        step(d, drivers, journal, owner, clock, out, fault, progress, before_call)
+
+    def launch() -> None:
+        _launch_all(d, drivers, journal, owner, clock, out, fault, progress, before_call, concurrency)
+
+    def terminate() -> None:
+        _terminate_all(d, drivers, journal, owner, clock, out, fault, progress, before_call)
+
+    for step in [terminate, launch] if break_first else [launch, terminate]:
+        step()
     return out
+
+
+class Pacer:
+    """Back-pressure shared by the launches of one (cloud, region): a throttled call pauses every
+    launch there for a jittered, doubling delay (up to 8 s); each success halves it. With a
+    fixed retry count per call, a crowd of threads would keep colliding with the rate limit."""
+
+    def __init__(self, sleep: Callable[[float], None]) -> None:
+        self._lock = threading.Lock()
+        self._sleep = sleep
+        self.delay = 0.0
+        self.resume_at = 0.0
+
+    def wait(self) -> None:
+        with self._lock:
+            pause = self.resume_at - time.monotonic()
+        if pause > 0:
+            self._sleep(pause)
+
+    def throttled(self) -> None:
+        with self._lock:
+            self.delay = min(8.0, max(0.25, self.delay * 2))
+            self.resume_at = max(self.resume_at, time.monotonic() + self.delay * (0.5 + random.random()))
+        self.wait()
+
+    def ok(self) -> None:
+        with self._lock:
+            self.delay = self.delay / 2 if self.delay > 0.05 else 0.0
 
 
 def _launch_all(
@@ -223,25 +264,73 @@ def _launch_all(
     fault: Callable[[str, int], None] | None,
     progress: Callable[[str, Any], None] | None,
     before_call: Callable[[], None] | None,
+    concurrency: int = LAUNCH_CONCURRENCY,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
+    """Launch concurrently, at most ``concurrency`` in flight per (cloud, region). Each launch
+    is journalled before its call and closed after it, exactly as one at a time: a run killed
+    at any point leaves rows the next run settles, and the tokens keep every launch idempotent,
+    so a retried or repeated launch never makes a second instance. Throttling is retried with
+    jittered backoff; the first other error stops new launches, lets those in flight finish,
+    and is raised."""
+    if not d.launch:
+        return
+    lock = threading.Lock()
+    started = [0]
+    slots: dict[tuple[Cloud, str], threading.Semaphore] = {}
+    pacers: dict[tuple[Cloud, str], Pacer] = {}
     for req in d.launch:
+        slots.setdefault((req.cloud, req.region), threading.Semaphore(max(1, concurrency)))
+        pacers.setdefault((req.cloud, req.region), Pacer(sleep))
+    failed: list[BaseException] = []
+
+    def one(req: LaunchRequest) -> None:
         driver = _driver(drivers, req.cloud)
-        if before_call:
-            before_call()
-        if fault:
-            fault("before-launch", len(out.launched) + 1)
-        entry = journal.begin(owner, d.plan_id, "launch", req.token, pool_of(req), clock())
-        try:
-            handle = driver.launch(req)
-        except ProvisioningError as exc:
-            journal.finish(entry, clock(), error=exc.message)
-            raise
-        out.launched.append(handle)
-        if fault:
-            fault("after-launch", len(out.launched))
-        journal.finish(entry, clock(), instance_id=handle.instance_id)
-        if progress:
-            progress("launched", handle)
+        with slots[(req.cloud, req.region)]:
+            if failed:
+                return
+            if before_call:
+                before_call()
+            with lock:
+                started[0] += 1
+                n = started[0]
+            if fault:
+                fault("before-launch", n)
+            entry = journal.begin(owner, d.plan_id, "launch", req.token, pool_of(req), clock())
+            pacer = pacers[(req.cloud, req.region)]
+            give_up = time.monotonic() + THROTTLE_PATIENCE_S
+            while True:
+                pacer.wait()
+                try:
+                    handle = driver.launch(req)
+                    pacer.ok()
+                    break
+                except TransientError as exc:
+                    if time.monotonic() > give_up:
+                        journal.finish(entry, clock(), error=exc.message)
+                        raise
+                    pacer.throttled()
+                except ProvisioningError as exc:
+                    journal.finish(entry, clock(), error=exc.message)
+                    raise
+            with lock:
+                out.launched.append(handle)
+                done = len(out.launched)
+            if fault:
+                fault("after-launch", done)
+            journal.finish(entry, clock(), instance_id=handle.instance_id)
+            if progress:
+                progress("launched", handle)
+
+    workers = min(len(d.launch), max(1, concurrency) * len(slots), 256)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuprov-launch") as pool:
+        futures = [pool.submit(one, req) for req in d.launch]
+        for f in as_completed(futures):
+            exc = f.exception()
+            if exc is not None and not failed:
+                failed.append(exc)
+    if failed:
+        raise failed[0]
 
 
 def _terminate_all(

@@ -33,7 +33,12 @@ def make(
         if fake:
             from provisioner.drivers.fake import FakeDriver
 
-            out[cloud] = FakeDriver(cloud, state_file=Path(f"{fake}.{cloud.value}.json"))
+            out[cloud] = FakeDriver(
+                cloud,
+                state_file=Path(f"{fake}.{cloud.value}.json"),
+                latency=float(os.environ.get("GPUPROV_FAKE_LATENCY") or 0),
+                rate=float(os.environ["GPUPROV_FAKE_RATE"]) if os.environ.get("GPUPROV_FAKE_RATE") else None,
+            )
         elif cloud is Cloud.AWS:
             from provisioner.drivers.aws import AwsDriver
 

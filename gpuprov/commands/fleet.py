@@ -147,9 +147,12 @@ def register(app: typer.Typer) -> None:
         max_launch: int = typer.Option(None, "--max-launch", help="circuit breaker: most launches per run"),
         budget: str = typer.Option(None, "--budget", help="never run more than this many USD per hour"),
         wait: float = typer.Option(0.0, "--wait", help=WAIT_HELP),
+        concurrency: int = typer.Option(16, "--concurrency", help="launches in flight per cloud region (1-256)"),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
     ) -> None:
         """Launch and terminate instances until the clouds run the plan's current slot."""
+        if not 1 <= concurrency <= 256:
+            raise UsageError(f"--concurrency must be between 1 and 256, got {concurrency}")
         fmt = common.parse_output(output, ("table", "json"))
         from gpuprov import config
         from gpuprov.commands.terraform import _load_plan
@@ -213,6 +216,7 @@ def register(app: typer.Typer) -> None:
                         max_launch=limit,
                         fault=_fault(),
                         before_call=lock.guard,
+                        concurrency=concurrency,
                     )
                 except CapacityError as exc:
                     ttl = timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes))

@@ -3,6 +3,12 @@
 ``FakeDriver(cloud, capacity={(zone, instance_type, market): n})`` refuses launches past a
 pool's capacity with ``CapacityError``, as a real cloud would. With ``state_file`` the
 instances survive the process (used by CLI tests that run apply more than once).
+
+``latency`` (seconds) makes every call take that long, as a real cloud's API does, and ``rate``
+(calls per second, per driver) throttles like an API rate limit: a call past it raises
+``TransientError`` with a throttling message, which the caller's retry must absorb. Both come from
+``GPUPROV_FAKE_LATENCY`` and ``GPUPROV_FAKE_RATE`` when the CLI makes fakes, so benchmarks measure
+gpuprov against a cloud-like clock rather than an in-process mock. Thread-safe.
 """
 
 from __future__ import annotations
@@ -10,13 +16,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuprov.errors import CapacityError
+from gpuprov.errors import CapacityError, TransientError
 from gpuprov.models import Cloud, Market
 from provisioner.base import InstanceHandle, LaunchRequest
 
@@ -25,15 +33,37 @@ LIVE = ("pending", "running")
 
 class FakeDriver:
     def __init__(
-        self, cloud: Cloud, capacity: dict[tuple[str, str, str], int] | None = None, state_file: Path | None = None
+        self,
+        cloud: Cloud,
+        capacity: dict[tuple[str, str, str], int] | None = None,
+        state_file: Path | None = None,
+        latency: float = 0.0,
+        rate: float | None = None,
     ) -> None:
         self.cloud = cloud
         self.capacity = capacity or {}
         self.state_file = state_file
+        self.latency = latency
+        self.rate = rate
         self.calls: list[str] = []
         self._instances: dict[str, InstanceHandle] = {}
         self._seq = 0
+        self._lock = threading.RLock()
+        self._window: list[float] = []
         self._load()
+
+    def _call(self, name: str) -> None:
+        """Record the call, refuse it past the rate limit, then wait the latency (outside the lock)."""
+        with self._lock:
+            self.calls.append(name)
+            if self.rate is not None:
+                now = time.monotonic()
+                self._window = [t for t in self._window if now - t < 1.0]
+                if len(self._window) >= self.rate:
+                    raise TransientError(f"{self.cloud.value}: Throttling: rate exceeded ({self.rate:g} calls/s)")
+                self._window.append(now)
+        if self.latency:
+            time.sleep(self.latency)
 
     def _load(self) -> None:
         if self.state_file is None or not self.state_file.exists():
@@ -63,13 +93,19 @@ class FakeDriver:
         os.replace(tmp, self.state_file)
 
     def describe(self, owner: str) -> list[InstanceHandle]:
-        self.calls.append("describe")
-        return sorted(
-            (h for h in self._instances.values() if h.owner == owner and h.state in LIVE), key=lambda h: h.instance_id
-        )
+        self._call("describe")
+        with self._lock:
+            return sorted(
+                (h for h in self._instances.values() if h.owner == owner and h.state in LIVE),
+                key=lambda h: h.instance_id,
+            )
 
     def launch(self, request: LaunchRequest) -> InstanceHandle:
-        self.calls.append("launch")
+        self._call("launch")
+        with self._lock:
+            return self._launch(request)
+
+    def _launch(self, request: LaunchRequest) -> InstanceHandle:
         for h in self._instances.values():
             if h.token == request.token and h.state in LIVE:
                 return h
@@ -105,12 +141,13 @@ class FakeDriver:
         return handle
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        self.calls.append("terminate")
-        for i in instance_ids:
-            h = self._instances.get(i)
-            if h is not None and h.state in LIVE:
-                self._instances[i] = InstanceHandle(**{**asdict(h), "state": "terminated"})
-        self._save()
+        self._call("terminate")
+        with self._lock:
+            for i in instance_ids:
+                h = self._instances.get(i)
+                if h is not None and h.state in LIVE:
+                    self._instances[i] = InstanceHandle(**{**asdict(h), "state": "terminated"})
+            self._save()
 
     def interrupt(self, instance_id: str) -> None:
         """Test helper: the cloud reclaims a spot instance."""

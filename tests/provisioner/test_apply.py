@@ -273,3 +273,37 @@ def test_planner_plans_apply_slot_by_slot(case: str, _isolated_db: str) -> None:
             assert gpus.get(name, 0) >= demand[slot % len(demand)], (name, slot)
         again = diff(plan, slot, running, "fleet")
         assert again.empty
+
+
+def test_concurrent_launches_under_throttling_end_with_exactly_the_plan(_isolated_db: str) -> None:
+    drv = FakeDriver(Cloud.AWS, latency=0.01, rate=40)  # 16 in flight would pass 40 calls/s: throttled
+    state = StateStore(_isolated_db)
+    plan = doc({("use1-az1", "spot", "training"): [30], ("use1-az2", "on_demand", "training"): [30]})
+    step = diff(plan, 0, [], "fleet")
+    sleeps: list[float] = []
+    from provisioner.apply import Outcome, _launch_all
+
+    out = Outcome()
+    _launch_all(step, {Cloud.AWS: drv}, state, "fleet", lambda: NOW, out, None, None, None, 16, sleeps.append)
+    running = drv.describe("fleet")
+    assert len(running) == 60 and len({h.token for h in running}) == 60
+    assert {h.token for h in running} == {r.token for r in step.launch}
+    assert all(e.state == "done" for e in state.journal("fleet"))
+    assert len(state.journal("fleet")) == 60  # one row per launch, retries included
+    assert diff(plan, 0, running, "fleet").empty
+
+
+def test_a_capacity_error_stops_new_launches_and_is_raised(_isolated_db: str) -> None:
+    from gpuprov.errors import CapacityError
+
+    drv = FakeDriver(Cloud.AWS, capacity={("use1-az1", "p4d.24xlarge", "spot"): 5}, latency=0.005)
+    state = StateStore(_isolated_db)
+    plan = doc({("use1-az1", "spot", "training"): [40]})
+    with pytest.raises(CapacityError):
+        execute(
+            diff(plan, 0, [], "fleet"), {Cloud.AWS: drv}, state, "fleet", lambda: NOW, max_launch=100, concurrency=4
+        )
+    journal = state.journal("fleet")
+    assert len(drv.describe("fleet")) == 5
+    assert sum(e.state == "done" for e in journal) == 5 and all(e.state in ("done", "failed") for e in journal)
+    assert len(journal) < 40  # it stopped starting new ones
