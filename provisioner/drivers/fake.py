@@ -53,15 +53,25 @@ class FakeDriver:
         self._load()
 
     def _call(self, name: str) -> None:
-        """Record the call, refuse it past the rate limit, then wait the latency (outside the lock)."""
-        with self._lock:
-            self.calls.append(name)
-            if self.rate is not None:
+        """Record the call, refuse it past the rate limit, then wait the latency (outside the lock).
+        Only a launch is refused: describe and terminate go through their SDK's own retries in
+        the real drivers, which the fake stands in for by waiting its turn."""
+        while True:
+            with self._lock:
+                if self.rate is None:
+                    break
                 now = time.monotonic()
                 self._window = [t for t in self._window if now - t < 1.0]
-                if len(self._window) >= self.rate:
+                if len(self._window) < self.rate:
+                    self._window.append(now)
+                    break
+                if name == "launch":
+                    self.calls.append(name)
                     raise TransientError(f"{self.cloud.value}: Throttling: rate exceeded ({self.rate:g} calls/s)")
-                self._window.append(now)
+                pause = 1.0 - (now - self._window[0])
+            time.sleep(max(0.001, pause))
+        with self._lock:
+            self.calls.append(name)
         if self.latency:
             time.sleep(self.latency)
 
