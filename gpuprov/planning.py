@@ -313,7 +313,7 @@ def document(
     if not reservations:
         summary = "no reservation: nothing to commit to"
     else:
-        terms = sorted({r.term_label for r in reservations})
+        terms = sorted({f"{r.term_hours // 8760}-year" for r in reservations})
         verb = "recommends buying" if recommended else "holds"
         summary = (
             f"this plan {verb} {sum(r.instances for r in reservations)} reserved instances "

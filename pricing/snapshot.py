@@ -29,6 +29,12 @@ class BundledSnapshot:
     offers: tuple[Offer, ...]
 
 
+def bundled_meta() -> dict[Cloud, tuple[str, int]]:
+    """(source, rows) of each cloud's bundled snapshot, without reading the offers."""
+    meta = json.loads((resources.files("pricing") / "data" / META_FILE).read_text(encoding="utf-8"))
+    return {Cloud(s["cloud"]): (s["source"], int(s["rows"])) for s in meta["snapshots"]}
+
+
 def load_bundled() -> list[BundledSnapshot]:
     data = resources.files("pricing") / "data"
     meta = json.loads((data / META_FILE).read_text(encoding="utf-8"))

@@ -265,3 +265,37 @@ def test_the_js_reader_takes_data_and_evaluates_nothing() -> None:
     ]
     with pytest.raises(ConfigError):
         builder.js_data("const x = [alert(1)];", "t.js")
+
+
+def test_a_catalog_on_an_older_bundle_moves_to_the_shipped_one_and_imports_are_left_alone() -> None:
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from gpuprov.commands.common import open_catalog
+    from gpuprov.models import Cloud, Market, Offer
+    from gpuprov.store.catalog import Catalog
+    from pricing.snapshot import bundled_meta
+
+    old = Offer(
+        cloud=Cloud.AWS,
+        region="us-east-1",
+        zone="use1-az1",
+        instance_type="p4d.24xlarge",
+        gpu="A100-40GB",
+        gpus_per_instance=8,
+        gpu_memory_gib=40,
+        vcpus=96,
+        memory_gib=Decimal(1152),
+        market=Market.ON_DEMAND,
+        hourly_usd=Decimal("1.0"),
+    )
+    when = datetime(2025, 1, 1, tzinfo=UTC)
+    catalog = Catalog()
+    catalog.add_snapshot("bundled:an-older-gpuprov", Cloud.AWS, when, [old])
+    catalog.add_snapshot("import:vms.csv", Cloud.GCP, when, [])  # a user's import, even an empty one
+    _, current = open_catalog()
+    by_cloud = {s.cloud: s for s in current}
+    shipped = bundled_meta()
+    assert (by_cloud[Cloud.AWS].source, by_cloud[Cloud.AWS].row_count) == shipped[Cloud.AWS]
+    assert by_cloud[Cloud.GCP].source == "import:vms.csv"  # not a bundle: the user's, kept
+    assert (by_cloud[Cloud.AZURE].source, by_cloud[Cloud.AZURE].row_count) == shipped[Cloud.AZURE]

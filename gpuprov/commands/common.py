@@ -89,14 +89,22 @@ def open_catalog() -> tuple[Any, list[SnapshotInfo]]:
     """The catalog, with the bundled snapshot loaded on first use; and its current snapshots."""
     from gpuprov.store.catalog import Catalog
 
+    from pricing.snapshot import bundled_meta
+
     catalog = Catalog()
     current = catalog.snapshots(current_only=True)
-    have = {s.cloud for s in current}
-    if len(have) < len(Cloud):
+    shipped = bundled_meta()
+    # a cloud never refreshed nor imported starts from the bundle; one still on an older bundle
+    # (gpuprov was upgraded) moves to the bundle this package ships
+    wanted = {c for c in Cloud if c not in {s.cloud for s in current}} | {
+        s.cloud for s in current
+        if s.source.startswith("bundled") and s.cloud in shipped and (s.source, s.row_count) != shipped[s.cloud]
+    }
+    if wanted:
         from pricing.snapshot import load_bundled
 
         for snap in load_bundled():
-            if snap.cloud not in have:  # a cloud never refreshed nor imported starts from the bundle
+            if snap.cloud in wanted:
                 catalog.add_snapshot(snap.source, snap.cloud, snap.as_of, snap.offers, note=snap.note)
         current = catalog.snapshots(current_only=True)
     return catalog, current
