@@ -88,7 +88,6 @@ def positive(value: int | None, flag: str, high: int | None = None) -> None:
 def open_catalog() -> tuple[Any, list[SnapshotInfo]]:
     """The catalog, with the bundled snapshot loaded on first use; and its current snapshots."""
     from gpuprov.store.catalog import Catalog
-
     from pricing.snapshot import bundled_meta
 
     catalog = Catalog()
