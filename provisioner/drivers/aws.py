@@ -226,9 +226,20 @@ class AwsDriver:
         wildcards, so a name carrying them is refused, and every answer is checked again."""
         if not OWNER_SAFE.fullmatch(owner):
             raise ProvisioningError(f"refusing to filter on a fleet name with wildcards: {owner[:40]!r}")
+        regions = self.all_regions()
+        for region in regions:  # clients are made here, one thread: boto3 sessions are not thread-safe
+            self.client(region)
+        wanted = [{"Name": f"tag:{OWNER_TAG}", "Values": [owner]}]
         out: list[InstanceHandle] = []
-        for region in self.all_regions():
-            out += self._find(region, [{"Name": f"tag:{OWNER_TAG}", "Values": [owner]}])
+        if len(regions) <= 1:
+            for region in regions:
+                out += self._find(region, wanted)
+        else:  # the account's regions in parallel: paginated, filtered server-side by the owner tag
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(8, len(regions)), thread_name_prefix="gpuprov-describe") as pool:
+                for found in pool.map(lambda r: self._find(r, wanted), regions):
+                    out += found
         return sorted((h for h in out if h.owner == owner), key=lambda h: h.instance_id)
 
     def all_regions(self) -> list[str]:
