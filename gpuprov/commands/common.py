@@ -96,7 +96,8 @@ def open_catalog() -> tuple[Any, list[SnapshotInfo]]:
     # a cloud never refreshed nor imported starts from the bundle; one still on an older bundle
     # (gpuprov was upgraded) moves to the bundle this package ships
     wanted = {c for c in Cloud if c not in {s.cloud for s in current}} | {
-        s.cloud for s in current
+        s.cloud
+        for s in current
         if s.source.startswith("bundled") and s.cloud in shipped and (s.source, s.row_count) != shipped[s.cloud]
     }
     if wanted:
