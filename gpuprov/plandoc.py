@@ -28,12 +28,11 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from gpuprov.errors import PlanFormatError
-from gpuprov.models import HOURS_PER_MONTH, Market, Workload
+from gpuprov.models import Market, Workload
 
 SCHEMA_VERSION = 2
 CYCLE_HOURS = {"constant": 1, "day": 24, "week": 168}
 TERM_HOURS = {"reserved_1y": 8760, "reserved_3y": 26280}
-MAX_SLOTS = 168
 MAX_DOCUMENT_BYTES = 64 * 2**20
 
 CloudName = Literal["aws", "gcp", "azure"]
@@ -385,21 +384,21 @@ class PlanDocument:
 # ---------------------------------------------------------------------------- writing
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
 def to_dict(doc: PlanDocument) -> dict[str, Any]:
     """The JSON-ready form: decimals as strings, times as ISO 8601 with their offset."""
-    out: dict[str, Any] = _plain(asdict(doc))
+    out: dict[str, Any] = plain(asdict(doc))
     return out
 
 
@@ -581,10 +580,6 @@ def _offer_fields(a: Allocation | Reservation, p: str, fail: Any) -> None:
             raise fail(f"{p}.{key}", "must be a non-empty string")
     if a.zone == "":
         raise fail(f"{p}.zone", "must be a zone name or null")
-
-
-def monthly(hourly: Decimal) -> Decimal:
-    return hourly * HOURS_PER_MONTH
 
 
 def term_hours(market: Market) -> int:

@@ -200,8 +200,8 @@ def plan_id(
     """A content id: the same request on the same snapshots gives the same id."""
     payload = {
         "schema": pd.SCHEMA_VERSION,
-        "spec": pd._plain(asdict(spec)),
-        "context": pd._plain(asdict(context)),
+        "spec": pd.plain(asdict(spec)),
+        "context": pd.plain(asdict(context)),
         "snapshots": sorted(s.id for s in snapshots),
         "unavailable": sorted(list(p) for p in unavailable),
         "extra": extra or {},

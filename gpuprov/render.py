@@ -31,10 +31,6 @@ def catalog_header(snapshots: Sequence[SnapshotInfo], now: datetime) -> str:
     return "prices: " + ("; ".join(parts) if parts else "no snapshot")
 
 
-def _num(value: Decimal | None) -> float | None:
-    return None if value is None else float(value)
-
-
 def offer_dict(o: Offer) -> dict[str, Any]:
     return {
         "cloud": o.cloud.value,
@@ -229,9 +225,7 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
         f"{doc.solve.offers_considered} in the model; {doc.solve.offers_left_out} "
         "left out as dominated or provably unable to improve the plan",
     )
-    for w in doc.warnings:
-        summary.add_row("warning", str(w))
-    return [alloc, summary]
+    return [alloc, summary]  # doc.warnings are printed by the command, as warning lines
 
 
 def gpus_by_market(doc: PlanDocument) -> list[dict[str, int]]:

@@ -83,16 +83,3 @@ def annotate(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> list
             changes["flags"] = tuple(flags)
         out.append(replace(o, **changes) if changes else o)  # type: ignore[arg-type]
     return out
-
-
-def spot_share(offer: Offer, offers: Sequence[Offer]) -> Decimal | None:
-    """The spot price as a share of the same location's on-demand price (for messages)."""
-    ref = [
-        o.hourly_usd
-        for o in offers
-        if o.market is Market.ON_DEMAND
-        and o.cloud is offer.cloud
-        and o.instance_type == offer.instance_type
-        and o.location == offer.location
-    ]
-    return offer.hourly_usd / min(ref) if ref else None

@@ -57,6 +57,13 @@ def test_plan_json_has_the_documented_shape() -> None:
     assert typed.commitments.recommended == bool(typed.reservations)
     aod = typed.baseline("all_on_demand")
     assert aod is not None and aod.hourly_usd is not None and typed.costs.hourly_usd <= aod.hourly_usd
+    for b in typed.baselines:  # every saving shown is the baseline less the plan, over the same horizon
+        if b.horizon_usd is not None:
+            assert b.saving_usd == (b.horizon_usd - typed.costs.horizon_usd).quantize(Decimal("0.01"))
+            assert b.saving_fraction == ((b.horizon_usd - typed.costs.horizon_usd) / b.horizon_usd).quantize(
+                Decimal("0.0001")
+            )
+            assert b.hourly_usd == b.horizon_usd / typed.horizon_hours
     # the bound is on the objective (billed + interruption overhead) and never above it
     assert typed.costs.objective_usd == typed.costs.horizon_usd + typed.costs.expected_interruption_usd
     assert typed.costs.lower_bound_usd <= typed.costs.objective_usd

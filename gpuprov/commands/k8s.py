@@ -57,8 +57,10 @@ def register(app: typer.Typer) -> None:
             raise UsageError("give a PLAN and --out DIR (or --check DIR)")
         if nodes not in ("karpenter", "none") or queues not in ("kueue", "none"):
             raise UsageError("--nodes takes karpenter or none, --queues kueue or none")
+        from k8s.render import DNS1123
+
         for ns in common.split(namespace):
-            if not names.OWNER.fullmatch(ns) and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
+            if not DNS1123.fullmatch(ns):
                 raise UsageError(f"--namespace: {names.show(ns)} is not a Kubernetes namespace name")
         if not TAG_VALUE.fullmatch(cluster) or not TAG_VALUE.fullmatch(role):
             raise UsageError("--cluster and --role: letters, digits and ._:/=+@- only")

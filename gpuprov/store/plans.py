@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gpuprov.errors import StoreError, UsageError
+from gpuprov.names import show
 from gpuprov.store.database import Database, first_line, parse_time
 
 if TYPE_CHECKING:
@@ -65,11 +66,11 @@ class PlanStore(Database):
         """A saved plan's document by id or unique id prefix."""
         self.ensure_schema()
         if not plan_id or any(c in plan_id for c in "%_"):
-            raise UsageError(f"not a plan id: {plan_id!r}")
+            raise UsageError(f"not a plan id: {show(plan_id)}")
         rows = self._rows("SELECT id, document FROM gpuprov_plan WHERE id LIKE :p ORDER BY id", {"p": f"{plan_id}%"})
         if not rows:
             raise UsageError(
-                f"no saved plan {plan_id!r}", hint="gpuprov plans lists them; gpuprov plan --save stores one"
+                f"no saved plan {show(plan_id)}", hint="gpuprov plans lists them; gpuprov plan --save stores one"
             )
         if len(rows) > 1:
             raise UsageError(f"plan id {plan_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
