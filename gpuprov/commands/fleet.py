@@ -284,13 +284,13 @@ def register(app: typer.Typer) -> None:
             ).append(h)
         rows: list[dict[str, Any]] = []
         now = common.now()
-        for key, hs in sorted(groups.items()):
-            doc = plans.get(key[0])
-            price, want = None, None
-            if doc is not None and not key[6]:
-                from provisioner.apply import wanted
+        from provisioner.apply import wanted
 
-                w = wanted(doc, _slot(doc, now)).get(hs[0].pool)
+        wants = {pid: wanted(doc, _slot(doc, now)) for pid, doc in plans.items() if doc is not None}
+        for key, hs in sorted(groups.items()):
+            price, want = None, None
+            if key[0] in wants and not key[6]:
+                w = wants[key[0]].get(hs[0].pool)
                 if w is not None:
                     price, want = w.unit_hourly_usd, w.count
             rows.append(
