@@ -8,6 +8,12 @@ Found at ``$GPUPROV_CONFIG`` or ``<user config dir>/gpuprov/config.yaml``; optio
     azure: {subscription_id: …, resource_group: gpuprov, ssh_public_key: "ssh-ed25519 …", subnet_id: /subscriptions/…}
     limits: {max_launch_per_run: 100, max_price_age_hours: 72, unavailable_ttl_minutes: 3, budget_per_hour: 500}
     discounts: {aws: 0.9, "aws:p4d": 0.8}
+    savings_plans: {compute_1y: {"*": 0.15, p4d: 0.2}, ec2_instance_3y: {p5: 0.45}}
+
+``savings_plans`` gives, per AWS Savings Plan kind and term (``compute_1y``, ``compute_3y``,
+``ec2_instance_1y``, ``ec2_instance_3y``), the share off on-demand its rates give for an instance
+family (``*``: any family): held Savings Plans are priced with it, and the plan may recommend
+buying one of each kind given (see gpuprov/optimizer/problem.py).
 
 Environment variables override single keys: GPUPROV_OWNER, GPUPROV_AWS_IMAGE, GOOGLE_CLOUD_PROJECT,
 GPUPROV_GCP_IMAGE, AZURE_SUBSCRIPTION_ID, GPUPROV_AZURE_RESOURCE_GROUP. No secret belongs here:
@@ -26,7 +32,8 @@ from gpuprov.errors import ConfigError
 from gpuprov.safeyaml import describe
 
 HOURS_PER_YEAR = 8760
-KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts")
+KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts", "savings_plans")
+SAVINGS_PLAN_KINDS = ("compute_1y", "compute_3y", "ec2_instance_1y", "ec2_instance_3y")
 LIMIT_KEYS = ("max_launch_per_run", "max_price_age_hours", "unavailable_ttl_minutes", "budget_per_hour")
 
 
@@ -47,6 +54,7 @@ class Config:
     azure: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     discounts: dict[str, Decimal] = field(default_factory=dict)
+    savings_plans: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
 
 def config_path() -> Path:
@@ -129,7 +137,7 @@ def load() -> Config:
         unknown = sorted(set(raw) - set(KEYS))
         if unknown:
             raise ConfigError(f"{path}: {unknown[0]}: unknown key (expected one of: {', '.join(KEYS)})")
-    for key in ("aws", "gcp", "azure", "limits", "discounts"):
+    for key in ("aws", "gcp", "azure", "limits", "discounts", "savings_plans"):
         if raw.get(key) is not None and not isinstance(raw[key], dict):
             raise ConfigError(f"{path}: {key}: must be a mapping")
     lim = raw.get("limits") or {}
@@ -166,6 +174,7 @@ def load() -> Config:
     for key, factor in discounts.items():
         if factor > 1 or factor == 0:
             raise ConfigError(f"{path}: discounts.{key}: a factor in (0, 1], got {factor}")
+    savings_plans = _savings_plans(raw.get("savings_plans") or {}, path)
     from gpuprov.names import owner as valid_owner
 
     who = env.get("GPUPROV_OWNER") or raw.get("owner") or "default"
@@ -180,4 +189,25 @@ def load() -> Config:
         azure=azure,
         limits=limits,
         discounts=discounts,
+        savings_plans=savings_plans,
     )
+
+
+def _savings_plans(raw: dict[str, Any], path: Path) -> dict[str, dict[str, Decimal]]:
+    out: dict[str, dict[str, Decimal]] = {}
+    for kind, families in raw.items():
+        where = f"{path}: savings_plans.{str(kind)[:40]}"
+        if kind not in SAVINGS_PLAN_KINDS:
+            raise ConfigError(f"{where}: unknown kind (expected one of: {', '.join(SAVINGS_PLAN_KINDS)})")
+        if not isinstance(families, dict) or not families:
+            raise ConfigError(f"{where}: must map instance families (or '*') to a share off on-demand")
+        out[kind] = {}
+        for family, share in families.items():
+            name = str(family)
+            if name != "*" and not (name.isascii() and name.isalnum() and len(name) <= 20):
+                raise ConfigError(f"{where}: {name[:40]!r} is not an instance family such as p4d (or '*')")
+            d = _number(share, f"{where}.{name}", Decimal(1))
+            if d >= 1:
+                raise ConfigError(f"{where}.{name}: a share off on-demand below 1, got {d}")
+            out[kind][name] = d
+    return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
+from typing import Any
 
 HOURS_PER_MONTH = Decimal(730)
 # Expected interruptions per instance-hour on spot, by cloud, used by plans from flags and
@@ -151,6 +152,13 @@ class Plan:
     objective_usd: Decimal | None = None  # what was minimised: cost + interruption overhead + migration
     notes: tuple[str, ...] = ()
     expected_interruption_usd: Decimal = Decimal(0)  # over the horizon, on spot
+    # commitments: per id (held, or a Savings Plan bought), what it covers in each slot (instances,
+    # or USD an hour of a Savings Plan); what held ones cost over the horizon, used or not (part
+    # of slot_cost_usd); the Savings Plans bought and their levels (USD an hour)
+    held_used: dict[str, tuple[Decimal, ...]] = field(default_factory=dict)
+    held_cost_usd: Decimal = Decimal(0)
+    held_covered_usd: dict[str, Decimal] = field(default_factory=dict)  # on-demand USD each one covers
+    savings_plans: tuple[tuple[Any, Decimal], ...] = ()
 
     @property
     def horizon_hours(self) -> int:

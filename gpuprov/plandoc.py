@@ -30,7 +30,7 @@ from typing import Any, Literal
 from gpuprov.errors import PlanFormatError
 from gpuprov.models import Market, Workload
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CYCLE_HOURS = {"constant": 1, "day": 24, "week": 168}
 TERM_HOURS = {"reserved_1y": 8760, "reserved_3y": 26280}
 MAX_DOCUMENT_BYTES = 64 * 2**20
@@ -39,6 +39,7 @@ CloudName = Literal["aws", "gcp", "azure"]
 MarketName = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
 SlotOrigin = Literal["constant", "day", "week"]
 BaselineName = Literal["all_on_demand", "best_single_offer", "reserved_plus_spot"]
+CommitmentKind = Literal["reserved_instance", "committed_use", "reservation", "savings_plan", "capacity_reservation"]
 
 # pydantic reads this off each (stdlib) dataclass: unknown keys are errors, no type coercion.
 _STRICT = {"extra": "forbid", "strict": True}
@@ -103,6 +104,29 @@ class RegionCapSpec:
 
 
 @dataclass(frozen=True)
+class HeldSpec:
+    """A commitment the team held when the plan was made (``gpuprov commitments list``): counted
+    kinds hold ``count`` instances at ``hourly_usd`` each; a Savings Plan ``usd_per_hour``."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    cloud: CloudName
+    kind: CommitmentKind
+    starts: datetime
+    ends: datetime
+    hourly_usd: Decimal  # counted: per instance-hour; Savings Plan: its USD an hour
+    instance_type: str | None = None
+    family: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    count: int | None = None
+    usd_per_hour: Decimal | None = None
+    term: str | None = None
+    discount: Decimal | None = None
+
+
+@dataclass(frozen=True)
 class RequestSpec:
     """Everything needed to solve the plan again on other prices (failover, rebalancing)."""
 
@@ -123,6 +147,9 @@ class RequestSpec:
     solver: Literal["cbc", "highs"] = "cbc"
     gap: float = 0.001
     time_limit_s: float = 60.0
+    held: tuple[HeldSpec, ...] = ()  # commitments already paid for, used first
+    # AWS Savings Plans: kind_term (compute_1y, ec2_instance_3y, …) -> family or "*" -> share off
+    savings_plan_discounts: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -230,18 +257,87 @@ class Costs:
     objective_usd: Decimal  # over the horizon
     lower_bound_usd: Decimal  # over the horizon, on objective_usd
     gap: Decimal  # (objective − bound) / objective
+    total_cost_usd: Decimal = Decimal(0)  # = horizon_usd: everything, held commitments included
+    marginal_cost_usd: Decimal = Decimal(0)  # total less what held commitments cost anyway
+
+
+@dataclass(frozen=True)
+class Recommended:
+    """A new commitment the plan recommends buying: a reservation (``reservations[]`` has its
+    instances and use by slot) or a Savings Plan at ``usd_per_hour``.
+
+    ``total_usd`` is the liability: what it costs over its whole term, used or not.
+    ``break_even_utilization`` is the share of the term it must be used for to cost less than
+    the on-demand usage it replaces (its effective rate over the on-demand rate); ``utilization``
+    is the share this plan uses over the horizon, ``saving_usd`` what it saves over the horizon
+    against that usage on demand."""
+
+    __pydantic_config__ = _STRICT
+
+    kind: CommitmentKind
+    cloud: CloudName
+    scope: str
+    term_hours: int
+    hourly_usd: Decimal
+    total_usd: Decimal
+    utilization: Decimal
+    break_even_utilization: Decimal | None
+    saving_usd: Decimal
+    count: int | None = None
+    usd_per_hour: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class Held:
+    """A commitment already paid for, as this plan uses it: ``used_by_slot`` is instances
+    (counted kinds) or USD an hour of its rates (a Savings Plan) per slot; ``horizon_usd`` is what
+    it costs over the horizon (its active hours), used or not, and ``unused_usd`` the part
+    no usage of this plan fills."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    kind: CommitmentKind
+    cloud: CloudName
+    scope: str
+    starts: datetime
+    ends: datetime
+    hourly_usd: Decimal  # what it costs each active hour
+    active_hours: int  # of the horizon
+    used_by_slot: tuple[Decimal, ...]
+    utilization: Decimal
+    horizon_usd: Decimal
+    unused_usd: Decimal
+    count: int | None = None
+    usd_per_hour: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The recommended commitments when demand turns out ``demand_scale`` times the plan's:
+    the horizon cost holding them, the cost of the best plan without them, and the difference."""
+
+    __pydantic_config__ = _STRICT
+
+    demand_scale: Decimal
+    with_commitments_usd: Decimal
+    without_commitments_usd: Decimal
+    regret_usd: Decimal  # with − without (> 0: the commitments cost more than they save)
 
 
 @dataclass(frozen=True)
 class Commitments:
-    """Reservations the plan recommends buying: their hourly cost and their total liability."""
+    """New commitments the plan recommends (``recommended``) and those already held (``held``)."""
 
     __pydantic_config__ = _STRICT
 
-    recommended: bool
-    hourly_usd: Decimal
-    total_usd: Decimal  # Σ commitment_total_usd, over each term
+    recommended: tuple[Recommended, ...]
+    held: tuple[Held, ...]
+    hourly_usd: Decimal  # of the recommended ones, every hour of their terms
+    total_usd: Decimal  # Σ recommended total_usd: the liability over each term
+    held_horizon_usd: Decimal  # Σ held horizon_usd: paid whatever the plan does
     summary: str
+    what_if: WhatIf | None = None
 
 
 @dataclass(frozen=True)
@@ -292,6 +388,7 @@ class PlanDocument:
     schema_version: int
     plan_id: str
     created_at: datetime
+    horizon_start: datetime  # the first slot's hour (UTC); held commitments are dated against it
     gpu: str
     gpus: int
     policy: str | None
@@ -327,12 +424,11 @@ class PlanDocument:
 
     def slot_at(self, when: datetime) -> int:
         """The slot an aware instant falls in, in the plan's local time."""
-        local = when.astimezone(zoneinfo.ZoneInfo(self.timezone))
-        if self.horizon_hours == 1:
-            return 0
-        if self.slot_origin == "week":
-            return local.weekday() * 24 + local.hour
-        return local.hour
+        return slot_of(when, self.timezone, self.slot_origin, self.horizon_hours)
+
+    def slot_hours(self) -> tuple[datetime, ...]:
+        """The UTC hour each slot falls on in the horizon that starts at ``horizon_start``."""
+        return slot_hours(self.timezone, self.slot_origin, self.horizon_hours, self.horizon_start)
 
     def baseline(self, name: str) -> Baseline | None:
         return next((b for b in self.baselines if b.name == name), None)
@@ -379,6 +475,29 @@ class PlanDocument:
     def clouds(self) -> tuple[str, ...]:
         present = {a.cloud for a in self.allocations} | {r.cloud for r in self.reservations}
         return tuple(c for c in ("aws", "gcp", "azure") if c in present)
+
+
+def slot_of(when: datetime, timezone: str, slot_origin: str, horizon_hours: int) -> int:
+    """The slot an aware instant falls in, in a plan's local time."""
+    local = when.astimezone(zoneinfo.ZoneInfo(timezone))
+    if horizon_hours == 1:
+        return 0
+    if slot_origin == "week":
+        return local.weekday() * 24 + local.hour
+    return local.hour
+
+
+def slot_hours(timezone: str, slot_origin: str, horizon_hours: int, start: datetime) -> tuple[datetime, ...]:
+    """The UTC start of each slot's first hour at or after ``start`` (floored to the hour): the
+    calendar hours a plan's horizon stands for. A slot a DST change skips gets ``start + t`` h."""
+    from datetime import timedelta
+
+    first = start.replace(minute=0, second=0, microsecond=0)
+    found: dict[int, datetime] = {}
+    for k in range(horizon_hours + 2):
+        hour = first + timedelta(hours=k)
+        found.setdefault(slot_of(hour, timezone, slot_origin, horizon_hours), hour)
+    return tuple(found.get(t, first + timedelta(hours=t)) for t in range(horizon_hours))
 
 
 # ---------------------------------------------------------------------------- writing
@@ -550,6 +669,20 @@ def check(doc: PlanDocument, where: str = "plan") -> None:
         for t in range(h):
             if sum(v[t] for v in r.gpus_used_by_slot.values()) > r.instances * r.gpus_per_instance:
                 raise fail(f"{p}.gpus_used_by_slot", f"uses more GPUs than reserved in slot {t}")
+    for i, held in enumerate(doc.commitments.held):
+        if len(held.used_by_slot) != h or any(not u.is_finite() or u < 0 for u in held.used_by_slot):
+            raise fail(f"commitments.held.{i}.used_by_slot", f"must be {h} amounts ≥ 0")
+        if not 0 <= held.utilization <= 1:
+            raise fail(f"commitments.held.{i}.utilization", "must be between 0 and 1")
+        if held.ends <= held.starts:
+            raise fail(f"commitments.held.{i}.ends", "must be after starts")
+    for i, rec in enumerate(doc.commitments.recommended):
+        if rec.term_hours not in TERM_HOURS.values():
+            raise fail(f"commitments.recommended.{i}.term_hours", "must be 8760 or 26280")
+        if (rec.count is None) == (rec.usd_per_hour is None):
+            raise fail(f"commitments.recommended.{i}", "has a count or a usd_per_hour, not both")
+    if doc.horizon_start.tzinfo is None:
+        raise fail("horizon_start", "needs a UTC offset")
     cycle = CYCLE_HOURS[doc.slot_origin]
     seen: set[str] = set()
     for i, win in enumerate(doc.windows):

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +27,13 @@ from gpuprov.models import (
     Workload,
 )
 from gpuprov.optimizer import baselines
-from gpuprov.optimizer.problem import PlanRequest, interruption_rate
+from gpuprov.optimizer.problem import (
+    Held,
+    PlanRequest,
+    SavingsPlanOption,
+    family_of,
+    interruption_rate,
+)
 from gpuprov.optimizer.reduce import usable
 from gpuprov.optimizer.solve import solve
 
@@ -157,9 +163,118 @@ def allowed(spec: pd.RequestSpec, o: Offer) -> bool:
     return spec.markets is None or o.market.value in spec.markets
 
 
+def held_specs(records: Sequence[Any]) -> tuple[pd.HeldSpec, ...]:
+    """The inventory's records (commitments/records.py) as the plan document carries them."""
+    return tuple(
+        pd.HeldSpec(
+            id=c.id,
+            cloud=c.cloud,
+            kind=c.kind.value,
+            starts=c.starts,
+            ends=c.ends,
+            hourly_usd=c.hourly_usd,
+            instance_type=c.instance_type,
+            family=c.family,
+            region=c.region,
+            zone=c.zone,
+            count=c.count,
+            usd_per_hour=c.usd_per_hour,
+            term=c.term,
+            discount=c.discount,
+        )
+        for c in records
+    )
+
+
+def commitments_allowed(spec: pd.RequestSpec) -> bool:
+    """Whether the request lets the plan buy commitments (no --markets, or one naming reserved)."""
+    return spec.markets is None or any(m.startswith("reserved") for m in spec.markets)
+
+
+def _sp_discounts(table: Mapping[str, Decimal], offers: Sequence[Offer], family: str | None) -> dict[str, Decimal]:
+    out = {}
+    for o in offers:
+        if o.cloud.value != "aws" or o.market is not Market.ON_DEMAND:
+            continue
+        share = table.get(family_of(o.instance_type), table.get("*"))
+        if share is not None and (family is None or family_of(o.instance_type) == family):
+            out[o.instance_type] = share
+    return out
+
+
+def held_commitments(
+    spec: pd.RequestSpec, offers: Sequence[Offer], hours: Sequence[datetime] | None, slots: int
+) -> tuple[Held, ...]:
+    """The held commitments that cover some usable offer of this request, with the slots they are
+    active in (the whole slot hour inside [starts, ends)); those that cover nothing are left out."""
+    from datetime import timedelta
+
+    out = []
+    for c in spec.held:
+        if hours is None:
+            active = (True,) * slots
+        else:
+            active = tuple(c.starts <= h and h + timedelta(hours=1) <= c.ends for h in hours)
+        discounts: dict[str, Decimal] = {}
+        if c.kind == "savings_plan":
+            kind = f"{'compute' if c.family is None else 'ec2_instance'}_{c.term or '1y'}"
+            table = {"*": c.discount} if c.discount is not None else spec.savings_plan_discounts.get(kind, {})
+            discounts = _sp_discounts(table, offers, c.family)
+        h = Held(
+            id=c.id,
+            cloud=c.cloud,
+            hourly_usd=c.usd_per_hour if c.usd_per_hour is not None else c.hourly_usd * (c.count or 0),
+            active=active,
+            count=c.count,
+            usd_per_hour=c.usd_per_hour,
+            instance_type=c.instance_type,
+            region=c.region,
+            zone=c.zone,
+            family=c.family,
+            discounts=discounts,
+        )
+        if any(h.covers(o) for o in offers):
+            out.append(h)
+    return tuple(out)
+
+
+def savings_plan_options(spec: pd.RequestSpec, offers: Sequence[Offer]) -> tuple[SavingsPlanOption, ...]:
+    """One Savings Plan to buy per kind and term the config prices (an EC2 Instance one per family
+    and region), when the request allows commitments."""
+    if not commitments_allowed(spec):
+        return ()
+    out = []
+    for kind, table in sorted(spec.savings_plan_discounts.items()):
+        term = pd.TERM_HOURS["reserved_3y" if kind.endswith("3y") else "reserved_1y"]
+        if kind.startswith("compute"):
+            found = _sp_discounts(table, offers, None)
+            if found:
+                out.append(SavingsPlanOption(name=kind, term_hours=term, discounts=found))
+            continue
+        scopes = sorted({(family_of(o.instance_type), o.region) for o in offers if o.cloud.value == "aws"})
+        for family, region in scopes:
+            found = _sp_discounts(table, [o for o in offers if o.region == region], family)
+            if found:
+                out.append(
+                    SavingsPlanOption(
+                        name=f"{kind}:{family}:{region}",
+                        term_hours=term,
+                        discounts=found,
+                        family=family,
+                        region=region,
+                    )
+                )
+    return tuple(out)
+
+
 def request_from_spec(
-    spec: pd.RequestSpec, offers: Sequence[Offer], unavailable: Collection[Pool4] = ()
+    spec: pd.RequestSpec,
+    offers: Sequence[Offer],
+    unavailable: Collection[Pool4] = (),
+    hours: Sequence[datetime] | None = None,
 ) -> PlanRequest:
+    """The optimizer's request; ``hours`` (the calendar hour of each slot, ``slot_hours``) dates
+    held commitments (without them every held commitment counts in every slot)."""
     offers_ok = [o for o in offers if allowed(spec, o)]
     caps: dict[tuple[str, str, str, str, str], int] = {}
     for o in offers_ok:
@@ -174,6 +289,7 @@ def request_from_spec(
             if all(fnmatch.fnmatchcase(v, g) for v, g in pairs):
                 caps[o.key] = min(caps.get(o.key, c.max_instances), c.max_instances)
     names = spec.gpu_names
+    slots = len(next(iter(spec.demand.values()), (0,)))
     return PlanRequest(
         gpu=names[0] if len(names) == 1 else "/".join(names),
         workloads=tuple(w.workload() for w in spec.workloads),
@@ -187,6 +303,72 @@ def request_from_spec(
         solver=spec.solver,
         time_limit_s=spec.time_limit_s,
         unavailable=frozenset(unavailable),
+        held=held_commitments(spec, offers_ok, hours, slots),
+        savings_plan_options=savings_plan_options(spec, offers_ok),
+    )
+
+
+def request_for(
+    spec: pd.RequestSpec,
+    offers: Sequence[Offer],
+    context: Context,
+    start: datetime,
+    unavailable: Collection[Pool4] = (),
+) -> PlanRequest:
+    """``request_from_spec`` with held commitments dated against the horizon that starts at ``start``."""
+    slots = max(len(v) for v in spec.demand.values())
+    hours = pd.slot_hours(context.timezone, context.slot_origin, slots, start) if spec.held else None
+    return request_from_spec(spec, offers, unavailable, hours)
+
+
+def with_commitments(
+    spec: pd.RequestSpec, records: Sequence[Any], offers: Sequence[Offer], discounts: Mapping[str, Any]
+) -> pd.RequestSpec:
+    """The spec with the held commitments that cover some offer it may use (the inventory's others
+    play no part in this plan) and the config's Savings Plans discounts."""
+    from dataclasses import replace
+
+    spec = replace(spec, savings_plan_discounts={k: dict(v) for k, v in discounts.items()})
+    candidates = replace(spec, held=held_specs(records))
+    ok = [o for o in offers if allowed(spec, o)]
+    slots = max(len(v) for v in spec.demand.values())
+    keep = {h.id for h in held_commitments(candidates, ok, None, slots)}
+    return replace(spec, held=tuple(c for c in candidates.held if c.id in keep))
+
+
+def what_if(
+    solved: Solved,
+    spec: pd.RequestSpec,
+    offers: Sequence[Offer],
+    context: Context,
+    start: datetime,
+    scale: Decimal,
+) -> pd.WhatIf:
+    """The recommended commitments when demand is ``scale`` times the plan's: solved again holding
+    them (reservations fixed, Savings Plans held at their level), and without them (no new
+    commitment: on-demand and spot only); held commitments count in both."""
+    import math
+    from dataclasses import replace
+
+    scaled = replace(spec, demand={k: tuple(math.ceil(d * scale) for d in v) for k, v in spec.demand.items()})
+    plan = solved.plan
+    fixed: dict[Pool4, int] = {}
+    for r in plan.reservations:
+        key = (r.offer.cloud.value, r.offer.location, r.offer.instance_type, r.offer.market.value)
+        fixed[key] = fixed.get(key, 0) + r.instances
+    base = request_for(scaled, offers, context, start)
+    slots = base.slots
+    bought = tuple(opt.held(slots, level) for opt, level in plan.savings_plans)
+    holding = replace(base, reserved_fixed=fixed, held=base.held + bought, savings_plan_options=())
+    firm = tuple(m for m in ("on_demand", "spot") if spec.markets is None or m in spec.markets)
+    without = request_for(replace(scaled, markets=firm, savings_plan_discounts={}), offers, context, start)  # type: ignore[arg-type]
+    with_cost = solve(holding).total_cost_usd  # the Savings Plans' levels are held costs in it
+    without_cost = solve(without).total_cost_usd
+    return pd.WhatIf(
+        demand_scale=scale,
+        with_commitments_usd=with_cost.quantize(CENT),
+        without_commitments_usd=without_cost.quantize(CENT),
+        regret_usd=(with_cost - without_cost).quantize(CENT),
     )
 
 
@@ -267,6 +449,7 @@ def document(
     context: Context,
     created: datetime,
     unavailable: Collection[Pool4] = (),
+    what_if: pd.WhatIf | None = None,
 ) -> pd.PlanDocument:
     plan = solved.plan
     hours = plan.horizon_hours
@@ -306,31 +489,23 @@ def document(
         objective_usd=objective,
         lower_bound_usd=plan.lower_bound_usd,
         gap=plan.gap.quantize(Decimal("0.000001")),
+        total_cost_usd=total,
+        marginal_cost_usd=total - plan.held_cost_usd,
     )
-    held = sum((r.hourly_usd for r in reservations), Decimal(0))
-    liability = sum((r.commitment_total_usd for r in reservations), Decimal(0))
-    recommended = bool(reservations) and solved.request.reserved_fixed is None
-    if not reservations:
-        summary = "no reservation: nothing to commit to"
-    else:
-        terms = sorted({f"{r.term_hours // 8760}-year" for r in reservations})
-        verb = "recommends buying" if recommended else "holds"
-        summary = (
-            f"this plan {verb} {sum(r.instances for r in reservations)} reserved instances "
-            f"({' and '.join(terms)} terms): ${held.quantize(CENT):,}/h, "
-            f"${liability:,} committed over the terms, paid whether used or not"
-        )
-    commitments = pd.Commitments(recommended=recommended, hourly_usd=held, total_usd=liability, summary=summary)
+    commitments = _commitments(solved, tuple(reservations), spec, what_if)
+    held_cost = plan.held_cost_usd
     base_docs = []
     descriptions = {name: d for name, d, _fn in BASELINES}
     for name, result in solved.baselines:
-        usd, frac = _saving(total, result.cost)
+        # held commitments are paid whatever is bought: a baseline pays them too (and uses none)
+        base_cost = None if result.cost is None else result.cost + held_cost
+        usd, frac = _saving(total, base_cost)
         base_docs.append(
             pd.Baseline(
                 name=name,  # type: ignore[arg-type]
-                description=descriptions[name],
-                horizon_usd=result.cost,
-                hourly_usd=None if result.cost is None else result.cost / hours,
+                description=descriptions[name] + (", plus the held commitments (paid anyway)" if held_cost else ""),
+                horizon_usd=base_cost,
+                hourly_usd=None if base_cost is None else base_cost / hours,
                 where=result.where,
                 saving_usd=usd,
                 saving_fraction=frac,
@@ -352,6 +527,7 @@ def document(
         schema_version=pd.SCHEMA_VERSION,
         plan_id=pid,
         created_at=created,
+        horizon_start=created.astimezone(UTC).replace(minute=0, second=0, microsecond=0),
         gpu=plan.gpu,
         gpus=gpus,
         policy=context.policy,
@@ -381,6 +557,148 @@ def document(
     )
     pd.check(doc)
     return doc
+
+
+RESERVED_KIND = {"aws": "reserved_instance", "gcp": "committed_use", "azure": "reservation"}
+SP_LABEL = {"compute": "Compute Savings Plan", "ec2_instance": "EC2 Instance Savings Plan"}
+
+
+def _on_demand_rate(request: PlanRequest, r: pd.Reservation) -> Decimal | None:
+    """The on-demand price of a reserved instance's type where it is: its zone, else its region."""
+    same = [
+        o
+        for o in request.offers
+        if o.market is Market.ON_DEMAND
+        and (o.cloud.value, o.region, o.instance_type) == (r.cloud, r.region, r.instance_type)
+    ]
+    here = [o for o in same if r.zone is None or o.zone in (r.zone, None)]
+    found = here or same
+    return min((o.hourly_usd for o in found), default=None)
+
+
+def _ratio(a: Decimal, b: Decimal) -> Decimal:
+    return (a / b).quantize(Decimal("0.0001")) if b else Decimal(0)
+
+
+def _commitments(
+    solved: Solved, reservations: Sequence[pd.Reservation], spec: pd.RequestSpec, what_if: pd.WhatIf | None
+) -> pd.Commitments:
+    plan, request = solved.plan, solved.request
+    T = plan.horizon_hours
+    buying = request.reserved_fixed is None
+    recommended = []
+    for r in reservations if buying else ():
+        used_gpu_hours = sum((sum(v) for v in r.gpus_used_by_slot.values()), 0)
+        held_gpu_hours = r.instances * r.gpus_per_instance * T
+        od = _on_demand_rate(request, r)
+        saving = (
+            (od * Decimal(used_gpu_hours) / r.gpus_per_instance - r.hourly_usd * T).quantize(CENT)
+            if od is not None
+            else Decimal(0)
+        )
+        recommended.append(
+            pd.Recommended(
+                kind=RESERVED_KIND[r.cloud],  # type: ignore[arg-type]
+                cloud=r.cloud,
+                scope=f"{r.instance_type} in {r.location}",
+                term_hours=r.term_hours,
+                hourly_usd=r.hourly_usd,
+                total_usd=r.commitment_total_usd,
+                utilization=_ratio(Decimal(used_gpu_hours), Decimal(held_gpu_hours)),
+                break_even_utilization=None if not od else _ratio(r.unit_hourly_usd, od),
+                saving_usd=saving,
+                count=r.instances,
+            )
+        )
+    for opt, level in plan.savings_plans:
+        used = sum(plan.held_used.get(opt.name, ()), Decimal(0))
+        value = plan.held_covered_usd.get(opt.name, Decimal(0))
+        kind, _, scope = opt.name.partition(":")
+        label = SP_LABEL[kind.rsplit("_", 1)[0]]
+        recommended.append(
+            pd.Recommended(
+                kind="savings_plan",
+                cloud="aws",
+                scope=f"{label}, {'any instance type, any region' if not scope else scope.replace(':', '.* in ')}",
+                term_hours=opt.term_hours,
+                hourly_usd=level,
+                total_usd=(level * opt.term_hours).quantize(CENT),
+                utilization=_ratio(used, level * T),
+                break_even_utilization=_ratio(used, value) if value else None,
+                saving_usd=(value - level * T).quantize(CENT),
+                usd_per_hour=level,
+            )
+        )
+    by_id = {c.id: c for c in spec.held}
+    held = []
+    for h in request.held:
+        c = by_id[h.id]
+        active = sum(h.active)
+        by_slot = plan.held_used.get(h.id, (Decimal(0),) * T)
+        capacity = Decimal(h.count if h.count is not None else h.usd_per_hour or 0) * active
+        util = _ratio(sum(by_slot, Decimal(0)), capacity)
+        horizon = h.hourly_usd * active
+        held.append(
+            pd.Held(
+                id=h.id,
+                kind=c.kind,
+                cloud=c.cloud,
+                scope=_held_scope(c),
+                starts=c.starts,
+                ends=c.ends,
+                hourly_usd=h.hourly_usd,
+                active_hours=active,
+                used_by_slot=by_slot,
+                utilization=util,
+                horizon_usd=horizon.quantize(CENT),
+                unused_usd=(horizon * (1 - util)).quantize(CENT),
+                count=h.count,
+                usd_per_hour=h.usd_per_hour,
+            )
+        )
+    hourly = sum((r.hourly_usd for r in recommended), Decimal(0))
+    liability = sum((r.total_usd for r in recommended), Decimal(0))
+    return pd.Commitments(
+        recommended=tuple(recommended),
+        held=tuple(held),
+        hourly_usd=hourly,
+        total_usd=liability,
+        held_horizon_usd=sum((h.horizon_usd for h in held), Decimal(0)),
+        summary=_summary(recommended, held, reservations, buying),
+        what_if=what_if,
+    )
+
+
+def _held_scope(c: pd.HeldSpec) -> str:
+    if c.kind == "savings_plan":
+        return "any instance type, any region" if c.family is None else f"{c.family}.* in {c.region}"
+    return f"{c.instance_type} in {c.zone or c.region}"
+
+
+def _summary(
+    recommended: Sequence[pd.Recommended],
+    held: Sequence[pd.Held],
+    reservations: Sequence[pd.Reservation],
+    buying: bool,
+) -> str:
+    parts = []
+    if held:
+        uses = ", ".join(f"{h.id} {h.utilization:.0%}" for h in held)
+        parts.append(f"uses held commitments first ({uses} used)")
+    if recommended:
+        terms = sorted({f"{r.term_hours // 8760}-year" for r in recommended})
+        hourly = sum((r.hourly_usd for r in recommended), Decimal(0))
+        total = sum((r.total_usd for r in recommended), Decimal(0))
+        parts.append(
+            f"recommends buying {len(recommended)} commitment{'s' if len(recommended) != 1 else ''} "
+            f"({' and '.join(terms)} terms): ${hourly.quantize(CENT):,}/h, ${total:,} committed over "
+            "the terms, paid whether used or not"
+        )
+    elif reservations and not buying:
+        parts.append(f"holds {sum(r.instances for r in reservations)} reserved instances bought before")
+    if not parts:
+        return "no commitment: nothing to buy, nothing held"
+    return "; ".join(parts)
 
 
 def _rate_source(offer: Offer, request: PlanRequest) -> str | None:
@@ -426,7 +744,7 @@ def replan(
         windows=doc.windows,
         max_price_age_hours=doc.max_price_age_hours,
     )
-    request = request_from_spec(spec, offers, unavailable)
+    request = request_for(spec, offers, context, created, unavailable)
     extra: dict[str, Any] = {}
     if rebalance is not None:
         request = replace(

@@ -210,8 +210,22 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
     )
     summary.add_row("objective (billed + overhead)", f"{money(c.objective_usd / hours)}/h")
     summary.add_row("proven lower bound on the objective / gap", f"{money(c.lower_bound_usd / hours)}/h / {c.gap:.2%}")
-    if doc.reservations:
-        summary.add_row("commitment", str(doc.commitments.summary))
+    cm = doc.commitments
+    if cm.held:
+        summary.add_row(
+            "total / marginal (held commitments paid anyway)",
+            f"{money(c.total_cost_usd)} / {money(c.marginal_cost_usd)} over the {hours} h horizon",
+        )
+    if doc.reservations or cm.recommended or cm.held:
+        summary.add_row("commitment", str(cm.summary))
+    if cm.what_if is not None:
+        w = cm.what_if
+        verdict = "they still pay" if w.regret_usd <= 0 else "they cost more than they save"
+        summary.add_row(
+            f"if demand is {w.demand_scale:.0%} of the plan's",
+            f"{money(w.with_commitments_usd)} holding the recommended commitments, "
+            f"{money(w.without_commitments_usd)} without: {verdict} ({money(abs(w.regret_usd))} over the horizon)",
+        )
     for b in doc.baselines:
         label = str(b.description if b.where is None else f"{b.description}: {b.where}")
         if b.hourly_usd is None or b.saving_fraction is None:
@@ -225,7 +239,58 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
         f"{doc.solve.offers_considered} in the model; {doc.solve.offers_left_out} "
         "left out as dominated or provably unable to improve the plan",
     )
-    return [alloc, summary]  # doc.warnings are printed by the command, as warning lines
+    out: list[Any] = [alloc]
+    if cm.recommended or cm.held:
+        out.append(commitment_table(doc))
+    return [*out, summary]  # doc.warnings are printed by the command, as warning lines
+
+
+def commitment_table(doc: PlanDocument) -> Any:
+    """New commitments recommended (term, liability, break-even) and held ones (use, unused cost)."""
+    from rich.table import Table
+
+    hours = doc.horizon_hours
+    table = Table(title=f"commitments (use over the {hours} h horizon)", title_justify="left")
+    for col, just in (
+        ("", "left"),
+        ("kind", "left"),
+        ("scope", "left"),
+        ("size", "right"),
+        ("$/h", "right"),
+        ("term / dates", "left"),
+        ("liability", "right"),
+        ("used", "right"),
+        ("break-even use", "right"),
+        ("saving / unused", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in doc.commitments.recommended:
+        table.add_row(
+            "buy",
+            r.kind,
+            r.scope,
+            f"{r.count} inst." if r.count is not None else f"{money(r.usd_per_hour or Decimal(0))}/h",
+            money(r.hourly_usd),
+            f"{r.term_hours // 8760} year" + ("s" if r.term_hours > 8760 else ""),
+            money(r.total_usd),
+            f"{r.utilization:.0%}",
+            "-" if r.break_even_utilization is None else f"{r.break_even_utilization:.0%}",
+            f"saves {money(r.saving_usd)}",
+        )
+    for h in doc.commitments.held:
+        table.add_row(
+            "held",
+            h.kind,
+            h.scope,
+            f"{h.count} inst." if h.count is not None else f"{money(h.usd_per_hour or Decimal(0))}/h",
+            money(h.hourly_usd),
+            f"{h.starts:%Y-%m-%d} to {h.ends:%Y-%m-%d} ({h.active_hours} h of the horizon)",
+            f"{money(h.horizon_usd)} in horizon",
+            f"{h.utilization:.0%}",
+            "-",
+            f"unused {money(h.unused_usd)}",
+        )
+    return table
 
 
 def gpus_by_market(doc: PlanDocument) -> list[dict[str, int]]:

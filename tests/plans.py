@@ -189,6 +189,7 @@ def handmade(
         schema_version=pd.SCHEMA_VERSION,
         plan_id=plan_id,
         created_at=CREATED,
+        horizon_start=CREATED.replace(minute=0, second=0, microsecond=0),
         gpu="L4",
         gpus=8,
         policy="test",
@@ -212,7 +213,9 @@ def handmade(
             lower_bound_usd=hourly * horizon,
             gap=zero,
         ),
-        commitments=pd.Commitments(recommended=bool(resv), hourly_usd=zero, total_usd=zero, summary=""),
+        commitments=pd.Commitments(
+            recommended=(), held=(), hourly_usd=zero, total_usd=zero, held_horizon_usd=zero, summary=""
+        ),
         baselines=(),
         solve=pd.SolveInfo("cbc", "Optimal", 0, 0),
         catalog_as_of=CREATED,

@@ -163,6 +163,13 @@ def select_offers(
     return names, offers
 
 
+def held_commitments() -> list[Any]:
+    """The commitment inventory (gpuprov commitments list); empty where none was imported."""
+    from gpuprov.store.commitments import CommitmentStore
+
+    return CommitmentStore().list()
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 

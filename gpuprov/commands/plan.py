@@ -39,6 +39,12 @@ def register(app: typer.Typer) -> None:
         exclude_suspect: bool = typer.Option(
             False, "--exclude-suspect", help="leave out quotes flagged as suspect (see gpuprov prices)"
         ),
+        what_if_demand: str = typer.Option(
+            None, "--what-if-demand", help="also cost the recommended commitments at this share of the demand, e.g. 0.7"
+        ),
+        ignore_held: bool = typer.Option(
+            False, "--ignore-held", help="plan as if no commitment were held (gpuprov commitments list)"
+        ),
     ) -> None:
         """The cheapest mix of reserved, on-demand and spot instances, hour by hour."""
         fmt = common.parse_output(output, ("table", "json"))
@@ -51,6 +57,11 @@ def register(app: typer.Typer) -> None:
         if solver not in ("cbc", "highs"):
             raise UsageError(f"unknown solver {solver!r}", "choose cbc or highs")
         spot = None if max_spot_fraction is None else common.parse_fraction(max_spot_fraction, "--max-spot-fraction")
+        scale = (
+            None
+            if what_if_demand is None
+            else common.parse_decimal(what_if_demand, "--what-if-demand", Decimal("0.01"), Decimal(10))
+        )
         cap = None if budget is None else common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9)
         allowed_clouds, allowed_markets = common.parse_clouds(clouds), common.parse_markets(markets)
         if chart is not None and not chart.lower().endswith(".png"):
@@ -113,12 +124,20 @@ def register(app: typer.Typer) -> None:
         offers = common.read_offers(catalog, names)
         if exclude_suspect:
             offers = [o for o in offers if not o.flags]
-        request = planning.request_from_spec(spec, offers)
+        from gpuprov import config
+
+        held = [] if ignore_held else common.held_commitments()
+        spec = planning.with_commitments(spec, held, offers, config.load().savings_plans)
         when = common.now()
+        request = planning.request_for(spec, offers, context, when)
         common.warn_if_stale(snapshots, max_age, when)
         solved = planning.run(request)
-        pid = planning.plan_id(spec, snapshots, context)
-        doc = planning.document(pid, solved, snapshots, total, spec, context, when)
+        extra = {"start": when.strftime("%Y-%m-%dT%H")} if spec.held else None
+        if scale is not None:
+            extra = {**(extra or {}), "what_if_demand": str(scale)}
+        pid = planning.plan_id(spec, snapshots, context, extra=extra)
+        scenario = None if scale is None else planning.what_if(solved, spec, offers, context, when, scale)
+        doc = planning.document(pid, solved, snapshots, total, spec, context, when, what_if=scenario)
         for line in doc.warnings:
             common.warn(line)
         if save:

@@ -46,6 +46,35 @@ Objective
     billed cost (the first two terms), the expected interruption overhead and the objective
     separately; the proven lower bound is a bound on the objective and is compared with it.
 
+Commitments held and Savings Plans
+    h ∈ H          commitments already paid for: a_{h,t} ∈ {0,1} says whether slot t's hour falls
+                   inside [starts, ends) (a commitment that expires inside the horizon counts
+                   only until its end); K(h) ⊆ F the on-demand offers it covers
+    counted h      (reservation, committed use, capacity reservation) n_h instances of one type
+                   in one region (any of its zones) or one zone: ρ_{h,o} = 1 instance
+    Savings Plan h L_h USD an hour at its rates: ρ_{h,o} = p_o·(1 − δ_{h,o}), δ the plan's share
+                   off on-demand for o's instance type (a Compute Savings Plan: any type in any
+                   region; an EC2 Instance Savings Plan: one family in one region)
+    s ∈ S          Savings Plans the plan may buy (one per kind and term known to the config),
+                   with the same ρ and a level L_s ≥ 0 (USD an hour) that is a variable
+    v[h,o,t] ≥ 0   instance-hours of o in slot t billed against h (continuous: a Savings Plan
+                   covers part of an hour's usage; for a counted h the optimum is whole anyway)
+
+    link           Σ_{h ∋ o} v[h,o,t] ≤ Σ_w x[o,w,t]                        ∀ o∈F, t
+    capacity       Σ_{o∈K(h)} ρ_{h,o}·v[h,o,t] ≤ n_h·a_{h,t}   (counted)     ∀ h, t
+                   Σ_{o∈K(h)} ρ_{h,o}·v[h,o,t] ≤ L_h·a_{h,t}   (Savings Plan, L_s for s ∈ S)
+
+    The objective subtracts Σ_{h,o,t} p_o·v[h,o,t] (covered usage is not billed at the on-demand
+    rate: it is paid by the commitment) and adds |T|·Σ_{s∈S} L_s; held commitments cost
+    Σ_{h,t} a_{h,t}·hourly_h whatever the plan does, a constant reported beside the plan's cost
+    (``total`` includes it, ``marginal`` does not). Covered usage is on-demand usage: AWS applies
+    reservations and Savings Plans to on-demand instances, never to spot. The model assigns
+    coverage at least cost; AWS applies reservations first and then Savings Plans to the usage
+    with the highest discount first, which for one plan's budget is the same greedy optimum (the
+    fractional knapsack). Budgets count covered instances at their full price (conservative).
+    A GCP committed-use discount is entered per machine type; an AWS regional reservation of a
+    size-flexible family counts its own instance type only.
+
 Rebalancing adds, for the current slot t0, n[o,w] ≥ x[o,w,t0] − c[o,w], n ≥ 0: instances
 launched beyond the c[o,w] that run now, each paying m_w hours of its price once (boot time,
 plus lost work for training); and fixes y to the reservations held. Slots with t0's demand
@@ -75,6 +104,75 @@ from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer, Worklo
 OfferKey = tuple[str, str, str, str, str]
 
 
+def family_of(instance_type: str) -> str:
+    """An AWS instance family: ``p4d`` of ``p4d.24xlarge`` (a Savings Plan's scope)."""
+    return instance_type.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class Held:
+    """A commitment already paid for (section "Commitments" above): ``count`` instances of one
+    type in a region or zone, or (a Savings Plan, ``count`` None) ``usd_per_hour`` of usage at its
+    rates; ``hourly_usd`` is what it costs every active hour, used or not."""
+
+    id: str
+    cloud: str
+    hourly_usd: Decimal
+    active: tuple[bool, ...]  # per slot: inside [starts, ends)
+    count: int | None = None
+    usd_per_hour: Decimal | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    family: str | None = None
+    discounts: Mapping[str, Decimal] = field(default_factory=dict)  # Savings Plan: type -> share off
+
+    @property
+    def savings_plan(self) -> bool:
+        return self.count is None
+
+    def covers(self, o: Offer) -> bool:
+        if o.market is not Market.ON_DEMAND or o.cloud.value != self.cloud:
+            return False
+        if self.savings_plan:
+            if o.instance_type not in self.discounts:
+                return False
+            return self.family is None or (o.region == self.region and family_of(o.instance_type) == self.family)
+        if (o.instance_type, o.region) != (self.instance_type, self.region):
+            return False
+        return self.zone is None or o.zone == self.zone
+
+    def rate(self, o: Offer) -> Decimal:
+        """USD of the commitment one covered instance-hour uses: 1 instance (counted kinds), or
+        the plan's rate (a Savings Plan)."""
+        if self.savings_plan:
+            return o.hourly_usd * (1 - self.discounts[o.instance_type])
+        return Decimal(1)
+
+
+@dataclass(frozen=True)
+class SavingsPlanOption:
+    """A Savings Plan the plan may recommend buying: its level L (USD an hour) is a variable."""
+
+    name: str  # e.g. compute_1y, ec2_instance_1y:p4d:us-east-1
+    term_hours: int
+    discounts: Mapping[str, Decimal]  # instance type -> share off on-demand
+    family: str | None = None
+    region: str | None = None
+
+    def held(self, slots: int, level: Decimal) -> Held:
+        return Held(
+            id=self.name,
+            cloud="aws",
+            hourly_usd=level,
+            active=(True,) * slots,
+            usd_per_hour=level,
+            family=self.family,
+            region=self.region,
+            discounts=self.discounts,
+        )
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """Everything the optimizer needs; it never reads a database, a clock or the screen."""
@@ -98,6 +196,9 @@ class PlanRequest:
     incumbent: Mapping[tuple[str, str, str, str, str], int] = field(default_factory=dict)
     migration_hours: Mapping[str, Decimal] = field(default_factory=dict)
     reserved_fixed: Mapping[tuple[str, str, str, str], int] | None = None
+    # Commitments held (paid whether used or not) and Savings Plans the plan may buy.
+    held: tuple[Held, ...] = ()
+    savings_plan_options: tuple[SavingsPlanOption, ...] = ()
     # False: build the model on the whole offer set, one set of variables per slot (no dominance,
     # no pruning, no shared slots): for checking that the reductions are exact.
     exact_reductions: bool = True
@@ -118,6 +219,8 @@ class PlanRequest:
             or self.budget_per_hour is not None
             or self.current_slot is not None
             or self.reserved_fixed is not None
+            or bool(self.held)
+            or bool(self.savings_plan_options)
         )
 
 
@@ -191,6 +294,7 @@ def profiles(request: PlanRequest) -> list[Profile]:
     groups: dict[tuple[int, ...], list[int]] = {}
     for t in range(request.slots):
         key = tuple(int(request.demand[w.name][t]) for w in request.workloads)
+        key = (*key, *(int(h.active[t]) for h in request.held))
         if not request.exact_reductions:
             key = (*key, t)
         groups.setdefault(key, []).append(t)

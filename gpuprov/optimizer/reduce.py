@@ -194,8 +194,12 @@ def prepare(request: PlanRequest) -> Prepared:
     if not request.exact_reductions:
         return Prepared(offers=usable_offers, dropped=0, pruned=0, notes=())
     running = {k[:4] for k in request.incumbent}
+    commits = [*request.held, *(opt.held(request.slots, Decimal(0)) for opt in request.savings_plan_options)]
     keep = set(request.offer_caps) | {
-        o.key for o in usable_offers if (o.cloud.value, o.location, o.instance_type, o.market.value) in running
+        o.key
+        for o in usable_offers
+        if (o.cloud.value, o.location, o.instance_type, o.market.value) in running
+        or any(c.covers(o) for c in commits)  # a covered offer may cost nothing at the margin
     }
     undominated = drop_dominated(usable_offers, keep)
     kept, notes = prune(undominated, request)

@@ -15,7 +15,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from gpuprov.errors import InfeasibleError, SolverError
@@ -36,6 +36,7 @@ from gpuprov.optimizer.reduce import prepare
 
 MICRO = Decimal("0.000001")
 MILLI = Decimal("0.001")
+CENT = Decimal("0.01")
 Terms = list[tuple[Any, float]]
 
 
@@ -63,6 +64,9 @@ class Model:
     y: dict[int, Any] = field(default_factory=dict)
     gang: dict[str, dict[tuple[str, str], tuple[Any, Any]]] = field(default_factory=dict)
     migration: list[tuple[Any, Offer, Decimal]] = field(default_factory=list)
+    # coverage by commitments: v[(h, i, p)] with h indexing held + options (held first)
+    v: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+    levels: list[Any] = field(default_factory=list)  # L_s of each Savings Plan option
 
     def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> None:
         import pulp
@@ -175,12 +179,57 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
         objective.append((var, float(effective_price(m.flex[i], wl[wn], request)) * P[p].weight))
     objective += [(m.y[j], float(o.hourly_usd) * request.slots) for j, o in enumerate(m.resv)]
     objective += _migration(m, request)
+    objective += _commitments(m, request)
     if request.reserved_fixed is not None:
         for j, o in enumerate(m.resv):
             held = request.reserved_fixed.get((o.cloud.value, o.location, o.instance_type, o.market.value), 0)
             m.y[j].lowBound, m.y[j].upBound = held, held
     m.prob.setObjective(pulp.LpAffineExpression(objective))
     return m
+
+
+def _commitments(m: Model, request: PlanRequest) -> Terms:
+    """Usage billed against held commitments and Savings Plans to buy (problem.py, "Commitments")."""
+    import pulp
+
+    held = list(request.held)
+    if not held and not request.savings_plan_options:
+        return []
+    options = [opt.held(request.slots, Decimal(0)) for opt in request.savings_plan_options]
+    flex = _flex_by_offer(m)
+    terms: Terms = []
+    m.levels = [
+        m.prob.add_variable(f"L_{n}", 0, None, pulp.LpContinuous) for n in range(len(request.savings_plan_options))
+    ]
+    for level in m.levels:
+        terms.append((level, float(request.slots)))
+    link: dict[tuple[int, int], Terms] = defaultdict(list)
+    for h, c in enumerate([*held, *options]):
+        covered = [i for i, o in enumerate(m.flex) if c.covers(o)]
+        for p, prof in enumerate(m.profiles):
+            active = h >= len(held) or c.active[prof.slots[0]]
+            if not active:
+                continue
+            cap: Terms = []
+            for i in covered:
+                if not flex[i, p]:
+                    continue
+                var = m.prob.add_variable(f"v_{h}_{i}_{p}", 0, None, pulp.LpContinuous)
+                m.v[h, i, p] = var
+                link[i, p].append((var, 1.0))
+                cap.append((var, float(c.rate(m.flex[i]))))
+                terms.append((var, -float(m.flex[i].hourly_usd) * prof.weight))
+            if not cap:
+                continue
+            if h < len(held):
+                rhs = c.count if c.count is not None else c.usd_per_hour
+                m.add(cap, pulp.LpConstraintLE, float(rhs or 0), f"held_{h}_{p}")
+            else:
+                level = m.levels[h - len(held)]
+                m.add([*cap, (level, -1)], pulp.LpConstraintLE, 0, f"sp_{h}_{p}")
+    for (i, p), cov in link.items():
+        m.add([*cov, *((var, -1.0) for var, _c in flex[i, p])], pulp.LpConstraintLE, 0, f"link_{i}_{p}")
+    return terms
 
 
 def _migration(m: Model, request: PlanRequest) -> Terms:
@@ -346,8 +395,19 @@ def _read(
                 Reservation(offer=o, instances=n, gpus_used_by_slot={k: v for k, v in used.items() if any(v)})
             )
     held = sum((rv.offer.hourly_usd * rv.instances for rv in reservations), Decimal(0))
+    coverage, covered, levels, value = _coverage(m, request, slot_profile)
+    held_cost = tuple(
+        sum((c.hourly_usd for c in request.held if c.active[t]), Decimal(0)) + sum(levels.values(), Decimal(0))
+        for t in T
+    )
     slot_cost = tuple(
-        (sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0)) + held) for t in T
+        (
+            sum((a.offer.hourly_usd * a.instances_by_slot[t] for a in allocations), Decimal(0))
+            + held
+            + held_cost[t]
+            - covered[t]
+        )
+        for t in T
     )
     wl = {w.name: w for w in W}
     interruptions = sum(
@@ -362,7 +422,8 @@ def _read(
         Decimal(0),
     )
     objective = sum(slot_cost, Decimal(0)) + interruptions + migration
-    lower = min(Decimal(repr(bound)).quantize(MICRO), objective)
+    constant = sum((c.hourly_usd for c in request.held for t in T if c.active[t]), Decimal(0))
+    lower = min(Decimal(repr(bound)).quantize(MICRO) + constant, objective)
     return Plan(
         gpu=request.gpu,
         demand={w.name: tuple(request.demand[w.name]) for w in W},
@@ -377,7 +438,46 @@ def _read(
         objective_usd=objective,
         notes=notes,
         expected_interruption_usd=interruptions,
+        held_used=coverage,
+        held_covered_usd=value,
+        held_cost_usd=constant,
+        savings_plans=tuple((opt, levels[opt.name]) for opt in request.savings_plan_options if levels[opt.name] > 0),
     )
+
+
+def _coverage(
+    m: Model, request: PlanRequest, slot_profile: dict[int, int]
+) -> tuple[dict[str, tuple[Decimal, ...]], tuple[Decimal, ...], dict[str, Decimal], dict[str, Decimal]]:
+    """Per commitment, what it covers in each slot (instances, or USD of a Savings Plan); the
+    on-demand USD covered in each slot (not billed at the on-demand rate); the Savings Plan
+    levels bought (USD an hour, to the cent, rounded up so that what they cover stays paid)."""
+    T = range(request.slots)
+    levels = {
+        opt.name: (Decimal(repr(max(0.0, m.levels[n].value() or 0.0))).quantize(CENT, rounding=ROUND_UP))
+        for n, opt in enumerate(request.savings_plan_options)
+    }
+    commits = [*request.held, *(opt.held(request.slots, levels[opt.name]) for opt in request.savings_plan_options)]
+    per: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    cov: dict[int, Decimal] = defaultdict(Decimal)
+    by_commit: dict[int, Decimal] = defaultdict(Decimal)
+    for (h, i, p), var in m.v.items():
+        amount = Decimal(repr(max(0.0, var.value() or 0.0))).quantize(MILLI)
+        if not amount:
+            continue
+        o = m.flex[i]
+        per[h, p] += amount * commits[h].rate(o)
+        cov[p] += amount * o.hourly_usd
+        by_commit[h] += amount * o.hourly_usd * m.profiles[p].weight
+    used = {}
+    value: dict[str, Decimal] = {}
+    for h, c in enumerate(commits):
+        value[c.id] = by_commit[h].quantize(MICRO)
+        counts = tuple((per[h, slot_profile[t]]).quantize(MILLI) for t in T)
+        if c.count is not None:
+            counts = tuple(Decimal(round(n)) for n in counts)
+        used[c.id] = counts
+    covered = tuple(cov[slot_profile[t]].quantize(MICRO) for t in T)
+    return used, covered, levels, value
 
 
 def _with(plan: Plan, **changes: Any) -> Plan:

@@ -190,3 +190,13 @@ class Catalog(Database):
         return SnapshotInfo(
             id=snap_id, source=source, cloud=cloud, fetched_at=fetched_at, row_count=len(rows), current=make_current
         )
+
+    def places(self) -> set[tuple[str, str, str]]:
+        """(cloud, region, instance type) of every offer in the current snapshots."""
+        self.ensure_schema()
+        rows = self._rows(
+            "SELECT DISTINCT o.cloud, o.region, o.instance_type FROM gpuprov_offer o "
+            "JOIN gpuprov_snapshot s ON s.id = o.snapshot_id WHERE s.current = :yes",
+            {"yes": True},
+        )
+        return {(str(r[0]), str(r[1]), str(r[2])) for r in rows}

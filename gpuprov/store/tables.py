@@ -10,7 +10,7 @@ from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class MetaRow(SQLModel, table=True):
@@ -150,3 +150,26 @@ class PassRow(SQLModel, table=True):
     hourly_before_usd: str = "0"
     hourly_after_usd: str = "0"
     expected_saving_usd: str = "0"
+
+
+class CommitmentRow(SQLModel, table=True):
+    """A commitment the team holds (commitments/records.py): reservations, committed use,
+    Savings Plans, capacity reservations; imported from a file or discovered from a cloud."""
+
+    __tablename__ = "gpuprov_commitment"
+    id: str = Field(primary_key=True)
+    cloud: str
+    kind: str
+    instance_type: str | None = None
+    family: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    count: int | None = None
+    usd_per_hour: str | None = None
+    hourly_usd: str = "0"
+    term: str | None = None
+    discount: str | None = None
+    starts: datetime
+    ends: datetime
+    source: str = "file"
+    added_at: datetime

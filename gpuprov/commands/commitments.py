@@ -1,0 +1,85 @@
+"""``gpuprov commitments``: the inventory of commitments held (import, list, remove, discover)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpuprov.commands import common
+
+
+def _known() -> Any:
+    from commitments.records import known_in
+
+    catalog, _snapshots = common.open_catalog()
+    return known_in(sorted(catalog.places()))
+
+
+def _show(records: list[Any], fmt: str) -> None:
+    if fmt == "json":
+        json.dump([c.row() for c in records], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.table import Table
+
+    from gpuprov.render import money
+
+    table = Table(title=f"{len(records)} commitments held", title_justify="left")
+    for col in ("id", "cloud", "kind", "scope", "size", "$/h", "term", "starts", "ends", "source"):
+        table.add_column(col)
+    for c in records:
+        size = f"{c.count} inst." if c.count is not None else f"{money(c.usd_per_hour or Decimal(0))}/h"
+        table.add_row(
+            c.id,
+            c.cloud,
+            c.kind.value,
+            c.scope,
+            size,
+            money(c.committed_hourly_usd),
+            c.term or "-",
+            f"{c.starts:%Y-%m-%d}",
+            f"{c.ends:%Y-%m-%d}",
+            c.source,
+        )
+    common.console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        help="Commitments already held (reservations, committed use, Savings Plans): used first by plans.",
+        no_args_is_help=True,
+    )
+
+    @sub.command("import")
+    def import_(path: Path = typer.Argument(..., help="YAML (commitments: [...]) or CSV with a header")) -> None:
+        """Add the commitments in FILE; one bad entry stores nothing."""
+        from commitments.records import read_file
+        from gpuprov.store.commitments import CommitmentStore
+
+        store = CommitmentStore()
+        records = read_file(path, _known(), store.ids())
+        store.add(records)
+        typer.echo(f"stored {len(records)} commitments from {str(path)[:200]}")
+
+    @sub.command("list")
+    def list_(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+        """The commitments held."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov.store.commitments import CommitmentStore
+
+        _show(CommitmentStore().list(), fmt)
+
+    @sub.command("remove")
+    def remove(commitment_id: str = typer.Argument(..., help="the id gpuprov commitments list shows")) -> None:
+        """Forget a commitment (it expired, or was sold)."""
+        from gpuprov.store.commitments import CommitmentStore
+
+        CommitmentStore().remove(commitment_id)
+        typer.echo(f"removed commitment {commitment_id}")
+
+    app.add_typer(sub, name="commitments")
