@@ -32,6 +32,7 @@ from pricing.validate import DEFAULT_SPOT_FACTOR, SPOT_ABOVE_ON_DEMAND, price_pr
 if TYPE_CHECKING:
     from gpuprov.store.catalog import Catalog
 
+BATCH_ROWS = 5000  # offers per INSERT
 MAX_LINE = 1 << 20  # bytes in one line of a price file (a row has 10-13 fields of ≤ 1,000)
 FORMATS = ("skypilot", "gpuprov")
 
@@ -135,11 +136,12 @@ def store(
     gpus: Collection[str],
     origin: str,
     spot_factor: Decimal = DEFAULT_SPOT_FACTOR,
+    batch_rows: int = BATCH_ROWS,
 ) -> list[Imported]:
     """Write the offers that pass validation as one new snapshot per cloud, in one transaction;
     each keeps the previous snapshot's offers of the markets (and GPUs) the file does not carry.
     Rows that fail are counted in ``report``; if none passes, nothing is stored (``PricingError``)."""
-    with catalog.writing(source, fetched_at) as writer:
+    with catalog.writing(source, fetched_at, batch_rows) as writer:
         for line, offer in offers:
             problem = price_problem(offer.hourly_usd, offer.currency)
             if problem is not None:

@@ -88,8 +88,8 @@ class ParseReport:
         self.skipped[reason] += n
         if line is not None:
             seen = self.lines.setdefault(reason, [])
-            if len(seen) < MAX_LINES_PER_REASON:
-                seen.append(line)
+            if len(seen) < MAX_LINES_PER_REASON and (not seen or seen[-1] != line):
+                seen.append(line)  # a row's two offers (on demand and spot) name its line once
 
     def summary(self) -> list[str]:
         """One line per reason: ``12 rows: zero price (lines 4, 9, … and 10 more)``."""

@@ -301,14 +301,14 @@ class Catalog(Database):
         return [offer_from_row(r) for r in self._rows(sql, params)]
 
     @contextlib.contextmanager
-    def writing(self, source: str, fetched_at: datetime) -> Iterator[SnapshotWriter]:
+    def writing(self, source: str, fetched_at: datetime, batch_rows: int = BATCH_ROWS) -> Iterator[SnapshotWriter]:
         """One transaction for snapshots written a batch at a time: it commits when the block ends
         and rolls back, storing nothing, if the block raises."""
         if fetched_at.tzinfo is None:
             raise ValueError("fetched_at must be timezone-aware")
         self.ensure_schema()
         with self.guarded(f"could not store the snapshot from {source}"), self.engine().begin() as con:
-            yield SnapshotWriter(con, source, fetched_at)
+            yield SnapshotWriter(con, source, fetched_at, batch_rows)
 
     def add_snapshot(
         self,
