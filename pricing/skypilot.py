@@ -81,22 +81,27 @@ class ParseReport:
     offers: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     lines: dict[str, list[int]] = field(default_factory=dict)  # the first line numbers per reason
+    line_count: Counter[str] = field(default_factory=Counter)  # lines per reason, listed or not
+    _last: dict[str, int] = field(default_factory=dict)
 
     def skip(self, reason: str, line: int | None = None, n: int = 1) -> None:
         if reason not in self.skipped and len(self.skipped) >= MAX_REASONS:
             reason = OTHER_REASONS
         self.skipped[reason] += n
-        if line is not None:
+        if line is not None and self._last.get(reason) != line:  # a row's two offers name its line once
+            self._last[reason] = line
+            self.line_count[reason] += 1
             seen = self.lines.setdefault(reason, [])
-            if len(seen) < MAX_LINES_PER_REASON and (not seen or seen[-1] != line):
-                seen.append(line)  # a row's two offers (on demand and spot) name its line once
+            if len(seen) < MAX_LINES_PER_REASON:
+                seen.append(line)
 
     def summary(self) -> list[str]:
         """One line per reason: ``12 rows: zero price (lines 4, 9, … and 10 more)``."""
         out = []
         for reason, n in sorted(self.skipped.items()):
             seen = self.lines.get(reason, [])
-            more = f", … and {n - len(seen):,} more" if n > len(seen) else ""
+            unlisted = self.line_count[reason] - len(seen)
+            more = f", … and {unlisted:,} more" if unlisted > 0 else ""
             at = f" (lines {', '.join(map(str, seen))}{more})" if seen else ""
             out.append(f"{n:,} rows: {reason}{at}")
         return out
