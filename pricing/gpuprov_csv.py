@@ -62,6 +62,11 @@ def write_offers(offers: Iterable[Offer], out: IO[str]) -> int:
 def read_offers(lines: Iterable[str], origin: str, report: Any = None) -> Iterator[Offer]:
     """Offers of a gpuprov CSV. With a ``report`` (anything with ``skip(reason, line)``), a bad row
     is skipped and counted with its line number; without one it is an error naming the line."""
+    return (o for _, o in read_offer_lines(lines, origin, report))
+
+
+def read_offer_lines(lines: Iterable[str], origin: str, report: Any = None) -> Iterator[tuple[int, Offer]]:
+    """``read_offers`` with the line each offer comes from, one row read at a time."""
     from pricing.validate import IDENTIFIER, MAX_FIELD, price_problem
 
     reader = csv.reader(lines)
@@ -71,7 +76,7 @@ def read_offers(lines: Iterable[str], origin: str, report: Any = None) -> Iterat
     for row in reader:
         line = reader.line_num
         try:
-            yield _offer(row, line, origin, IDENTIFIER, MAX_FIELD, price_problem)
+            yield line, _offer(row, line, origin, IDENTIFIER, MAX_FIELD, price_problem)
         except ConfigError as exc:
             if report is None:
                 raise

@@ -68,18 +68,43 @@ AZURE_HEADER = (
 )
 
 
+MAX_REASONS = 50  # distinct skip reasons kept by name; the rest are counted under OTHER_REASONS
+MAX_LINES_PER_REASON = 20
+OTHER_REASONS = "other reasons"
+
+
 @dataclass
 class ParseReport:
+    """Skipped rows counted by reason, with the first line numbers of each: bounded in memory
+    however many rows a file has (reasons past ``MAX_REASONS`` are pooled as "other reasons")."""
+
     offers: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     lines: dict[str, list[int]] = field(default_factory=dict)  # the first line numbers per reason
+    line_count: Counter[str] = field(default_factory=Counter)  # lines per reason, listed or not
+    _last: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, reason: str, line: int | None = None) -> None:
-        self.skipped[reason] += 1
-        if line is not None:
+    def skip(self, reason: str, line: int | None = None, n: int = 1) -> None:
+        if reason not in self.skipped and len(self.skipped) >= MAX_REASONS:
+            reason = OTHER_REASONS
+        self.skipped[reason] += n
+        if line is not None and self._last.get(reason) != line:  # a row's two offers name its line once
+            self._last[reason] = line
+            self.line_count[reason] += 1
             seen = self.lines.setdefault(reason, [])
-            if len(seen) < 20:
+            if len(seen) < MAX_LINES_PER_REASON:
                 seen.append(line)
+
+    def summary(self) -> list[str]:
+        """One line per reason: ``12 rows: zero price (lines 4, 9, … and 10 more)``."""
+        out = []
+        for reason, n in sorted(self.skipped.items()):
+            seen = self.lines.get(reason, [])
+            unlisted = self.line_count[reason] - len(seen)
+            more = f", … and {unlisted:,} more" if unlisted > 0 else ""
+            at = f" (lines {', '.join(map(str, seen))}{more})" if seen else ""
+            out.append(f"{n:,} rows: {reason}{at}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -125,24 +150,35 @@ ID_COLUMNS = ("InstanceType", "Region", "AvailabilityZone", "AcceleratorName")
 def read_rows(
     lines: Iterable[str], origin: str, report: ParseReport | None = None
 ) -> tuple[tuple[str, ...], list[_Row]]:
-    """The rows of a vms.csv. With a ``report``, a row with a field over 1,000 characters, an
-    identifier outside ``[A-Za-z0-9._:/-]`` or a number field that is not a finite number ≥ 0 is
-    skipped and counted with its line number; without one such a row is an error."""
+    """The rows of a vms.csv, as a list (see ``iter_rows``)."""
+    header, rows = iter_rows(lines, origin, report)
+    return header, list(rows)
+
+
+def iter_rows(
+    lines: Iterable[str], origin: str, report: ParseReport | None = None
+) -> tuple[tuple[str, ...], Iterator[_Row]]:
+    """The header of a vms.csv and its rows, read one at a time as the iterator is consumed.
+    With a ``report``, a row with a field over 1,000 characters, an identifier outside
+    ``[A-Za-z0-9._:/-]`` or a number field that is not a finite number ≥ 0 is skipped and counted
+    with its line number; without one such a row is an error."""
     reader = csv.DictReader(lines)
     header = tuple(reader.fieldnames or ())
-    rows = []
-    for values in reader:
-        if None in values:
-            if report is None:
-                raise ConfigError(f"{origin}:{reader.line_num}: more fields than the header has")
-            report.skip("more fields than the header has", reader.line_num)
-            continue
-        problem = row_problem(values) if report is not None else None
-        if problem is not None and report is not None:
-            report.skip(problem, reader.line_num)
-            continue
-        rows.append(_Row(reader.line_num, values))
-    return header, rows
+
+    def rows() -> Iterator[_Row]:
+        for values in reader:
+            if None in values:
+                if report is None:
+                    raise ConfigError(f"{origin}:{reader.line_num}: more fields than the header has")
+                report.skip("more fields than the header has", reader.line_num)
+                continue
+            problem = row_problem(values) if report is not None else None
+            if problem is not None and report is not None:
+                report.skip(problem, reader.line_num)
+                continue
+            yield _Row(reader.line_num, values)
+
+    return header, rows()
 
 
 def row_problem(values: dict[str, str]) -> str | None:
@@ -213,7 +249,7 @@ def _pair(od: Decimal | None, spot: Decimal | None, report: ParseReport) -> list
 
 def _per_row(
     rows: Iterable[_Row], origin: str, report: ParseReport, cloud: Cloud, zone_column: str | None
-) -> Iterator[Offer]:
+) -> Iterator[tuple[int, Offer]]:
     """AWS and Azure rows: one instance type with its GPUs, priced per zone (AWS) or region (Azure)."""
     for row in rows:
         gpu = _gpu(row, report)
@@ -224,27 +260,30 @@ def _per_row(
         spot = row.money("SpotPrice", origin)
         for market, price in _pair(od, spot, report):
             report.offers += 1
-            yield Offer(
-                cloud=cloud,
-                region=row.get("Region"),
-                zone=(row.get(zone_column) or None) if zone_column else None,
-                instance_type=row.get("InstanceType"),
-                gpu=name,
-                gpus_per_instance=count,
-                gpu_memory_gib=gpus.memory_gib(name),
-                vcpus=int(row.number("vCPUs", origin)),
-                memory_gib=row.quantity("MemoryGiB", origin),
-                market=market,
-                hourly_usd=price,
+            yield (
+                row.line,
+                Offer(
+                    cloud=cloud,
+                    region=row.get("Region"),
+                    zone=(row.get(zone_column) or None) if zone_column else None,
+                    instance_type=row.get("InstanceType"),
+                    gpu=name,
+                    gpus_per_instance=count,
+                    gpu_memory_gib=gpus.memory_gib(name),
+                    vcpus=int(row.number("vCPUs", origin)),
+                    memory_gib=row.quantity("MemoryGiB", origin),
+                    market=market,
+                    hourly_usd=price,
+                ),
             )
 
 
 def parse_aws(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
-    return _per_row(rows, origin, report, Cloud.AWS, "AvailabilityZone")
+    return (o for _, o in _per_row(rows, origin, report, Cloud.AWS, "AvailabilityZone"))
 
 
 def parse_azure(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
-    return _per_row(rows, origin, report, Cloud.AZURE, None)
+    return (o for _, o in _per_row(rows, origin, report, Cloud.AZURE, None))
 
 
 # GCP machine families with GPUs built in: (pattern, accelerator spelling, GPU count or None
@@ -277,6 +316,12 @@ def _gcp_builtin(machine: str) -> tuple[str, int, str | None] | None:
 
 
 def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[Offer]:
+    return (o for _, o in _gcp(rows, origin, report))
+
+
+def _gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[tuple[int, Offer]]:
+    """GCP joins host rows with accelerator rows of the same zone, so it holds the file's rows
+    (the one layout whose memory grows with the file; GCP catalogs are tens of thousands of rows)."""
     hosts: dict[tuple[str, str], _Row] = {}
     accels: dict[tuple[str, str, int], _Row] = {}
     for row in rows:
@@ -292,7 +337,9 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         else:
             report.skip("neither a host nor an accelerator")
 
-    def emit(host: _Row, accel: _Row, accel_name: str, count: int, interconnect: str | None) -> Iterator[Offer]:
+    def emit(
+        host: _Row, accel: _Row, accel_name: str, count: int, interconnect: str | None
+    ) -> Iterator[tuple[int, Offer]]:
         try:
             name = gpus.canonical(accel_name)
         except UnknownGpuError:
@@ -304,19 +351,22 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
         spot = sp_h + sp_a if sp_h is not None and sp_a is not None else None
         for market, price in _pair(od, spot, report):
             report.offers += 1
-            yield Offer(
-                cloud=Cloud.GCP,
-                region=host.get("Region"),
-                zone=host.get("AvailabilityZone"),
-                instance_type=host.get("InstanceType"),
-                gpu=name,
-                gpus_per_instance=count,
-                gpu_memory_gib=gpus.memory_gib(name),
-                vcpus=int(host.number("vCPUs", origin)),
-                memory_gib=host.quantity("MemoryGiB", origin),
-                market=market,
-                hourly_usd=price,
-                interconnect=interconnect,
+            yield (
+                host.line,
+                Offer(
+                    cloud=Cloud.GCP,
+                    region=host.get("Region"),
+                    zone=host.get("AvailabilityZone"),
+                    instance_type=host.get("InstanceType"),
+                    gpu=name,
+                    gpus_per_instance=count,
+                    gpu_memory_gib=gpus.memory_gib(name),
+                    vcpus=int(host.number("vCPUs", origin)),
+                    memory_gib=host.quantity("MemoryGiB", origin),
+                    market=market,
+                    hourly_usd=price,
+                    interconnect=interconnect,
+                ),
             )
 
     used_accels: set[tuple[str, str, int]] = set()
@@ -347,9 +397,19 @@ def parse(
     lines: Iterable[str], origin: str, report: ParseReport, cloud: Cloud | None = None
 ) -> tuple[Cloud, list[Offer]]:
     """Parse one SkyPilot v8 vms.csv (any cloud's layout) into offers."""
-    header, rows = read_rows(lines, origin, report)
+    found, offers = stream(lines, origin, report, cloud)
+    return found, [o for _, o in offers]
+
+
+def stream(
+    lines: Iterable[str], origin: str, report: ParseReport, cloud: Cloud | None = None
+) -> tuple[Cloud, Iterator[tuple[int, Offer]]]:
+    """The cloud of a SkyPilot v8 vms.csv (from its header, read at once) and its offers with
+    the line each comes from, read as the iterator is consumed (AWS and Azure row by row)."""
+    header, rows = iter_rows(lines, origin, report)
     found = detect_cloud(header, origin)
     if cloud is not None and cloud != found:
         raise ConfigError(f"{origin}: the file has the {found} layout, not {cloud}")
-    parser = {Cloud.AWS: parse_aws, Cloud.GCP: parse_gcp, Cloud.AZURE: parse_azure}[found]
-    return found, list(parser(rows, origin, report))
+    if found is Cloud.GCP:
+        return found, _gcp(rows, origin, report)
+    return found, _per_row(rows, origin, report, found, "AvailabilityZone" if found is Cloud.AWS else None)

@@ -65,14 +65,37 @@ def price_problem(price: Decimal | None, currency: str = "USD") -> str | None:
     return None
 
 
-def _pool(offer: Offer, zone: str | None) -> tuple[str, str, str, str, str, int]:
-    return (offer.cloud.value, offer.region, zone or "", offer.instance_type, offer.gpu, offer.gpus_per_instance)
+def pool_group(offer: Offer) -> tuple[str, str, str, str, int]:
+    """The offers one spot check needs together: the same instance type and GPUs in one region
+    (every zone of it, and the region-wide price)."""
+    return (offer.cloud.value, offer.region, offer.instance_type, offer.gpu, offer.gpus_per_instance)
+
+
+def spot_outliers(group: Iterable[tuple[int, Offer]], spot_factor: Decimal = DEFAULT_SPOT_FACTOR) -> list[int]:
+    """The keys of the spot offers in one ``pool_group`` priced above ``spot_factor`` times the
+    cheapest on-demand offer of their zone (or, with none there, of their region as a whole)."""
+    members = list(group)
+    on_demand: dict[str, Decimal] = {}
+    for _, offer in members:
+        if offer.market is Market.ON_DEMAND:
+            zone = offer.zone or ""
+            on_demand[zone] = min(on_demand.get(zone, offer.hourly_usd), offer.hourly_usd)
+    out = []
+    for key, offer in members:
+        if offer.market is Market.SPOT:
+            ref = on_demand.get(offer.zone or "", on_demand.get(""))
+            if ref is not None and offer.hourly_usd > ref * spot_factor:
+                out.append(key)
+    return out
 
 
 def check_offers(
     offers: Iterable[Offer], spot_factor: Decimal = DEFAULT_SPOT_FACTOR
 ) -> tuple[list[Offer], Counter[str]]:
-    """The offers that may be stored, and the others counted by reason (order is kept)."""
+    """The offers that may be stored, and the others counted by reason (order is kept).
+
+    ``pricing.importer`` applies the same two steps to a file too large to hold: ``price_problem``
+    row by row, then ``spot_outliers`` over the stored offers a ``pool_group`` at a time."""
     skipped: Counter[str] = Counter()
     good: list[Offer] = []
     for offer in offers:
@@ -81,17 +104,11 @@ def check_offers(
             good.append(offer)
         else:
             skipped[problem] += 1
-    on_demand: dict[tuple[str, str, str, str, str, int], Decimal] = {}
-    for offer in good:
-        if offer.market is Market.ON_DEMAND:
-            key = _pool(offer, offer.zone)
-            on_demand[key] = min(on_demand.get(key, offer.hourly_usd), offer.hourly_usd)
-    kept: list[Offer] = []
-    for offer in good:
-        if offer.market is Market.SPOT:
-            ref = on_demand.get(_pool(offer, offer.zone), on_demand.get(_pool(offer, None)))
-            if ref is not None and offer.hourly_usd > ref * spot_factor:
-                skipped[SPOT_ABOVE_ON_DEMAND] += 1
-                continue
-        kept.append(offer)
-    return kept, skipped
+    groups: dict[tuple[str, str, str, str, int], list[tuple[int, Offer]]] = {}
+    for i, offer in enumerate(good):
+        groups.setdefault(pool_group(offer), []).append((i, offer))
+    outliers = {i for group in groups.values() for i in spot_outliers(group, spot_factor)}
+    skipped[SPOT_ABOVE_ON_DEMAND] += len(outliers)
+    if not skipped[SPOT_ABOVE_ON_DEMAND]:
+        del skipped[SPOT_ABOVE_ON_DEMAND]
+    return [o for i, o in enumerate(good) if i not in outliers], skipped

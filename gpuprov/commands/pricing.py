@@ -12,7 +12,7 @@ import typer
 
 from gpuprov import names
 from gpuprov.commands import common
-from gpuprov.errors import ConfigError, PricingError, UsageError
+from gpuprov.errors import UsageError
 
 pricing_app = typer.Typer(
     help="The price catalog: refresh from the clouds, import, export, snapshots.", no_args_is_help=True
@@ -85,76 +85,33 @@ def import_cmd(
     """Load a price file as a new snapshot per cloud. It replaces only the markets the file
     carries for that cloud (a SkyPilot file's on-demand and spot: reserved prices stay); rows
     that fail validation are skipped and counted with their line numbers; a file that yields no
-    offer, or a bad file, stores nothing."""
-    from pricing import skypilot
-    from pricing.gpuprov_csv import read_offers
-    from pricing.validate import check_offers
+    offer, or a bad file, stores nothing. The file is streamed: its size is not limited."""
+    from pricing import importer, skypilot
 
-    if fmt not in ("skypilot", "gpuprov"):
+    if fmt not in importer.FORMATS:
         raise UsageError(f"unknown format {names.show(fmt)}", "choose skypilot or gpuprov")
     when = _as_of(as_of, file)
-    from gpuprov.safeyaml import read_text
-
-    try:
-        text = read_text(Path(file), names.show(file, 80), max_bytes=MAX_IMPORT_BYTES)
-    except ConfigError as exc:
-        raise UsageError(exc.message) from None
-    lines = text.splitlines(keepends=True)
     wanted = None if cloud is None else common.parse_clouds([cloud])
     report = skypilot.ParseReport()
-    if fmt == "skypilot":
-        found, offers = skypilot.parse(lines, Path(file).name, report, wanted[0] if wanted else None)
-        by_cloud = {found: offers}
-    else:
-        by_cloud = {}
-        for o in read_offers(lines, Path(file).name, report):
-            by_cloud.setdefault(o.cloud, []).append(o)
-        if wanted:
-            by_cloud = {c: v for c, v in by_cloud.items() if c in wanted}
-    checked = {}
-    for c, offers in by_cloud.items():
-        good, bad = check_offers(offers)
-        checked[c] = good
-        for reason, n in bad.items():
-            report.skipped[reason] += n
-    out = common.console()
-    if report.skipped:
-        for reason, n in sorted(report.skipped.items()):
-            lines_seen = report.lines.get(reason, [])
-            at = (
-                f" (lines {', '.join(map(str, lines_seen))}{', …' if n > len(lines_seen) else ''})"
-                if lines_seen
-                else ""
+    path, shown = Path(file), names.show(file, 80)
+    with importer.read_source(path, fmt, report, wanted, where=shown) as offers:
+        from pricing.gpus import GPUS
+
+        catalog, _ = common.open_catalog()
+        try:
+            imported = importer.store(
+                offers, catalog, f"import:{path.name}"[:200], when, report, [g.name for g in GPUS], shown
             )
-            common.warn(f"skipped {n} rows: {reason}{at}")
-    if not any(checked.values()):
-        raise PricingError(f"{names.show(file, 80)}: no offer passed validation; nothing was stored")
-    catalog, _ = common.open_catalog()
-    current = {s.cloud: s for s in catalog.snapshots(current_only=True)}
-    from pricing.gpus import GPUS
-
-    for c in sorted(checked):
-        if not checked[c]:
-            continue
-        markets = {o.market for o in checked[c]}
-        kept = (
-            [o for o in catalog.offers([g.name for g in GPUS], [c]) if o.market not in markets] if c in current else []
-        )
-        snap = catalog.add_snapshot(
-            f"import:{Path(file).name}"[:200],
-            c,
-            when,
-            [*checked[c], *kept],
-            note=f"imported from {Path(file).name}; kept {len(kept)} offers of other "
-            f"markets from snapshot {current[c].id if c in current else '-'}",
-        )
+        finally:
+            for line in report.summary():  # whatever was read, also when the import then fails
+                common.warn(f"skipped {line}")
+    out = common.console()
+    for i in imported:
+        snap = i.snapshot
         out.print(
-            f"{c.value}: snapshot {snap.id} with {len(checked[c])} offers from {Path(file).name} "
-            f"({', '.join(sorted(m.value for m in markets))}) and {len(kept)} kept from the previous snapshot"
+            f"{snap.cloud.value}: snapshot {snap.id} with {i.from_file} offers from {path.name} "
+            f"({', '.join(sorted(m.value for m in i.markets))}) and {i.kept} kept from the previous snapshot"
         )
-
-
-MAX_IMPORT_BYTES = 256 << 20
 
 
 def _as_of(text: str | None, file: str) -> datetime:

@@ -6,7 +6,9 @@ its rows are in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import contextlib
+from array import array
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -80,6 +82,165 @@ def _in_clause(name: str, values: Collection[str], params: dict[str, Any]) -> st
     return f"({', '.join(keys)})"
 
 
+BATCH_ROWS = 5000  # offers per INSERT of a streamed import
+
+
+class SnapshotWriter:
+    """New snapshots filled a batch at a time inside one open transaction (``Catalog.writing``).
+
+    Offers go in as they come (``add``); a snapshot row per cloud is made at the cloud's first
+    offer and becomes current only at ``finish``. Nothing is held but the batch being filled,
+    so a file of any size can be stored; if anything fails before the transaction commits,
+    nothing at all is stored.
+    """
+
+    def __init__(self, con: Any, source: str, fetched_at: datetime, batch_rows: int = BATCH_ROWS) -> None:
+        from gpuprov.store import tables
+
+        self._con = con
+        self._source = source
+        self._fetched_at = fetched_at.astimezone(UTC)
+        self._batch_rows = batch_rows
+        self._batch: list[dict[str, Any]] = []
+        self._snap_t = tables.SnapshotRow.__table__  # type: ignore[attr-defined]
+        self._offer_t = tables.OfferRow.__table__  # type: ignore[attr-defined]
+        self.snapshot_ids: dict[Cloud, int] = {}
+        self.counts: dict[Cloud, int] = {}  # offers in each new snapshot (added - dropped + carried)
+
+    def add(self, offer: Offer) -> None:
+        snap_id = self.snapshot_ids.get(offer.cloud)
+        if snap_id is None:
+            snap_id = self._new_snapshot(offer.cloud)
+        self._batch.append(offer_to_row(offer, snap_id))
+        self.counts[offer.cloud] += 1
+        if len(self._batch) >= self._batch_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        from sqlalchemy import insert
+
+        if self._batch:
+            self._con.execute(insert(self._offer_t), self._batch)
+            self._batch = []
+
+    def _new_snapshot(self, cloud: Cloud) -> int:
+        from sqlalchemy import insert
+
+        result = self._con.execute(
+            insert(self._snap_t).values(
+                source=self._source,
+                cloud=cloud.value,
+                fetched_at=self._fetched_at,
+                created_at=datetime.now(UTC),
+                row_count=0,
+                current=False,
+                note="",
+            )
+        )
+        key = result.inserted_primary_key
+        if key is None:
+            raise StoreError("the database returned no id for the new snapshot")
+        self.snapshot_ids[cloud] = int(key[0])
+        self.counts[cloud] = 0
+        return self.snapshot_ids[cloud]
+
+    def groups(self, cloud: Cloud, markets: Collection[Market]) -> Iterator[list[tuple[int, Offer]]]:
+        """The new snapshot's offers of these markets as (row id, offer), read back in order of
+        (region, instance type, GPU, GPUs per instance) and handed out one such group at a time."""
+        self.flush()
+        if cloud not in self.snapshot_ids or not markets:
+            return
+        params: dict[str, Any] = {"s": self.snapshot_ids[cloud]}
+        cols = ", ".join(OFFER_COLUMNS)
+        sql = (
+            f"SELECT id, {cols} FROM gpuprov_offer WHERE snapshot_id = :s "
+            f"AND market IN {_in_clause('m', [m.value for m in markets], params)} "
+            "ORDER BY region, instance_type, gpu, gpus_per_instance, id"
+        )
+        from sqlalchemy import text
+
+        options = {"stream_results": True, "max_row_buffer": self._batch_rows}
+        result = self._con.execute(text(sql), params, execution_options=options)
+        group: list[tuple[int, Offer]] = []
+        key: tuple[Any, ...] | None = None
+        for row in result:
+            offer = offer_from_row(row[1:])
+            k = (offer.region, offer.instance_type, offer.gpu, offer.gpus_per_instance)
+            if k != key and group:
+                yield group
+                group = []
+            key = k
+            group.append((int(row[0]), offer))
+        if group:
+            yield group
+
+    def drop(self, cloud: Cloud, ids: Iterable[int]) -> int:
+        """Remove these offers (row ids from ``groups``) from the cloud's new snapshot."""
+        from sqlalchemy import delete
+
+        t = self._offer_t
+        pending = array("q", ids)
+        for start in range(0, len(pending), self._batch_rows):
+            chunk = list(pending[start : start + self._batch_rows])
+            self._con.execute(delete(t).where(t.c.snapshot_id == self.snapshot_ids[cloud], t.c.id.in_(chunk)))
+        self.counts[cloud] -= len(pending)
+        return len(pending)
+
+    def stored_markets(self, cloud: Cloud) -> set[Market]:
+        """The markets the cloud's new snapshot holds offers of so far."""
+        from sqlalchemy import select
+
+        self.flush()
+        if cloud not in self.snapshot_ids:
+            return set()
+        t = self._offer_t
+        rows = self._con.execute(select(t.c.market).where(t.c.snapshot_id == self.snapshot_ids[cloud]).distinct())
+        return {Market(r[0]) for r in rows}
+
+    def carry_over(self, cloud: Cloud, gpus: Collection[str], except_markets: Collection[Market]) -> tuple[int, int]:
+        """Copy the offers of the cloud's current snapshot in other markets than these (and of
+        these GPUs) into its new snapshot, in the database: (offers copied, snapshot they came from)."""
+        from sqlalchemy import func, insert, literal, select
+
+        self.flush()
+        s, t = self._snap_t, self._offer_t
+        current = self._con.execute(
+            select(s.c.id).where(s.c.cloud == cloud.value, s.c.current.is_(True)).order_by(s.c.id.desc()).limit(1)
+        ).scalar()
+        if current is None or cloud not in self.snapshot_ids:
+            return 0, 0
+        where = [t.c.snapshot_id == current, t.c.gpu.in_(sorted(gpus))]
+        if except_markets:
+            where.append(t.c.market.not_in(sorted(m.value for m in except_markets)))
+        n = int(self._con.execute(select(func.count()).select_from(t).where(*where)).scalar() or 0)
+        if n:
+            cols = [getattr(t.c, c) for c in OFFER_COLUMNS]
+            copy = select(literal(self.snapshot_ids[cloud]), *cols).where(*where).order_by(t.c.id)
+            self._con.execute(insert(t).from_select(["snapshot_id", *OFFER_COLUMNS], copy))
+        self.counts[cloud] += n
+        return n, int(current)
+
+    def finish(self, notes: dict[Cloud, str] | None = None) -> list[SnapshotInfo]:
+        """Record each new snapshot's row count and make it its cloud's current one; a cloud whose
+        new snapshot ended up empty gets none (its current snapshot stays)."""
+        from sqlalchemy import delete, update
+
+        self.flush()
+        s = self._snap_t
+        out = []
+        for cloud, snap_id in sorted(self.snapshot_ids.items()):
+            if not self.counts[cloud]:
+                self._con.execute(delete(s).where(s.c.id == snap_id))
+                continue
+            note = (notes or {}).get(cloud, "")
+            self._con.execute(update(s).where(s.c.cloud == cloud.value).values(current=False))
+            self._con.execute(
+                update(s).where(s.c.id == snap_id).values(current=True, row_count=self.counts[cloud], note=note)
+            )
+            out.append(SnapshotInfo(snap_id, self._source, cloud, self._fetched_at, self.counts[cloud], True))
+        return out
+
+
 class Catalog(Database):
     """Snapshots of offers; one current snapshot per cloud."""
 
@@ -138,6 +299,16 @@ class Catalog(Database):
         if not gpus or (clouds is not None and not clouds) or (markets is not None and not markets):
             return []
         return [offer_from_row(r) for r in self._rows(sql, params)]
+
+    @contextlib.contextmanager
+    def writing(self, source: str, fetched_at: datetime, batch_rows: int = BATCH_ROWS) -> Iterator[SnapshotWriter]:
+        """One transaction for snapshots written a batch at a time: it commits when the block ends
+        and rolls back, storing nothing, if the block raises."""
+        if fetched_at.tzinfo is None:
+            raise ValueError("fetched_at must be timezone-aware")
+        self.ensure_schema()
+        with self.guarded(f"could not store the snapshot from {source}"), self.engine().begin() as con:
+            yield SnapshotWriter(con, source, fetched_at, batch_rows)
 
     def add_snapshot(
         self,

@@ -20,6 +20,12 @@ import pytest
 
 BIN = Path(sys.executable).parent / "gpuprov"
 SECRET = "s3cr3t-Pa55"
+# a SkyPilot v8 AWS vms.csv with one good row, and the import options that go with it
+VMS = (
+    b"InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
+    b"g5.xlarge,A10G,1.0,4.0,16.0,,1.006,1.006,us-east-1,use1-az1\n"
+)
+AS = ("--format", "skypilot", "--as-of", "2026-01-01T00:00:00+00:00")
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(8)
@@ -216,6 +222,14 @@ CASES: list[Case] = [
     ("import-missing", lambda t: ["pricing", "import", str(t / "nope.csv"), "--format", "skypilot"], {}),
     ("import-not-utf8", lambda t: ["pricing", "import", write(t, "v.csv", b"\xff\xfe,\n"), "--format", "skypilot"], {}),
     ("import-directory", lambda t: ["pricing", "import", str(t), "--format", "skypilot"], {}),
+    (
+        "import-not-utf8-late",
+        lambda t: ["pricing", "import", write(t, "v.csv", VMS + b"g5.xlarge,A10G,\xff\n"), *AS],
+        {},
+    ),
+    ("import-long-line", lambda t: ["pricing", "import", write(t, "v.csv", VMS + b"x" * (2 << 20)), *AS], {}),
+    ("import-huge-field", lambda t: ["pricing", "import", write(t, "v.csv", VMS + b'a,"' + b"x" * 300_000), *AS], {}),
+    ("import-nothing-valid", lambda t: ["pricing", "import", write(t, "v.csv", VMS.replace(b"1.006", b"0")), *AS], {}),
     ("export-to-directory", lambda t: ["pricing", "export", "--format", "gpuprov", "--out", str(t)], {}),
     ("export-bad-format", lambda t: ["pricing", "export", "--format", "xml", "--out", str(t / "x")], {}),
     # -- rebalance
