@@ -638,6 +638,7 @@ def _commitments(
         capacity = Decimal(h.count if h.count is not None else h.usd_per_hour or 0) * active
         util = _ratio(sum(by_slot, Decimal(0)), capacity)
         horizon = h.hourly_usd * active
+        used_value = sum(by_slot, Decimal(0)) * (h.hourly_usd / h.count if h.count else Decimal(1))
         held.append(
             pd.Held(
                 id=h.id,
@@ -650,8 +651,8 @@ def _commitments(
                 active_hours=active,
                 used_by_slot=by_slot,
                 utilization=util,
-                horizon_usd=horizon.quantize(CENT),
-                unused_usd=(horizon * (1 - util)).quantize(CENT),
+                horizon_usd=horizon,
+                unused_usd=max(Decimal(0), horizon - used_value),
                 count=h.count,
                 usd_per_hour=h.usd_per_hour,
             )
