@@ -257,8 +257,8 @@ class Costs:
     objective_usd: Decimal  # over the horizon
     lower_bound_usd: Decimal  # over the horizon, on objective_usd
     gap: Decimal  # (objective − bound) / objective
-    total_cost_usd: Decimal = Decimal(0)  # = horizon_usd: everything, held commitments included
-    marginal_cost_usd: Decimal = Decimal(0)  # total less what held commitments cost anyway
+    total_cost_usd: Decimal  # = horizon_usd: everything, held commitments included
+    marginal_cost_usd: Decimal  # total less what held commitments cost anyway
 
 
 @dataclass(frozen=True)
@@ -308,6 +308,7 @@ class Held:
     utilization: Decimal
     horizon_usd: Decimal
     unused_usd: Decimal
+    covered_usd: Decimal = Decimal(0)  # the on-demand price of the usage it covers, over the horizon
     count: int | None = None
     usd_per_hour: Decimal | None = None
 

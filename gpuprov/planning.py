@@ -653,6 +653,7 @@ def _commitments(
                 utilization=util,
                 horizon_usd=horizon,
                 unused_usd=max(Decimal(0), horizon - used_value),
+                covered_usd=plan.held_covered_usd.get(h.id, Decimal(0)),
                 count=h.count,
                 usd_per_hour=h.usd_per_hour,
             )

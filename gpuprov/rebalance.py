@@ -217,7 +217,10 @@ def _pass(
     hours = migration_hours(settings, doc.request.workloads)
     known = engine.unit_prices([doc])
     keep_diff = engine.diff(doc, slot, actual, settings.owner, known)
-    keep_cost = reprice(doc, offers) + launch_cost(keep_diff, hours)
+    # both sides net of held commitments (paid whatever the fleet does): the kept plan's usage
+    # less what its held commitments cover, the candidate's marginal cost
+    covered = sum((h.covered_usd for h in doc.commitments.held), Decimal(0))
+    keep_cost = reprice(doc, offers) - covered + launch_cost(keep_diff, hours)
     candidate = planning.replan(
         doc,
         offers,
@@ -227,7 +230,7 @@ def _pass(
         {"slot": slot, "incumbent": dict(incumbent), "migration_hours": hours, "reserved": reserved},
     )
     cand_diff = engine.diff(candidate, slot, actual, settings.owner, known)
-    new_cost = candidate.costs.horizon_usd + launch_cost(cand_diff, hours)
+    new_cost = candidate.costs.marginal_cost_usd + launch_cost(cand_diff, hours)
     saving = keep_cost - new_cost
     held_for = started - active[1]
     if candidate.plan_id == doc.plan_id:

@@ -212,6 +212,8 @@ def handmade(
             objective_usd=hourly * horizon,
             lower_bound_usd=hourly * horizon,
             gap=zero,
+            total_cost_usd=hourly * horizon,
+            marginal_cost_usd=hourly * horizon,
         ),
         commitments=pd.Commitments(
             recommended=(), held=(), hourly_usd=zero, total_usd=zero, held_horizon_usd=zero, summary=""
