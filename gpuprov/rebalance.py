@@ -86,6 +86,7 @@ class World:
     fleets: FleetStore
     leases: Leases
     unavailable: Callable[[datetime], set[tuple[str, str, str, str]]] = field(default=lambda _now: set())
+    replan: Callable[..., PlanDocument] | None = None  # None: planning.replan (a backtest memoises the solve)
 
 
 def reprice(doc: PlanDocument, offers: Sequence[Offer]) -> Decimal:
@@ -218,7 +219,7 @@ def _pass(
     known = engine.unit_prices([doc])
     keep_diff = engine.diff(doc, slot, actual, settings.owner, known)
     keep_cost = reprice(doc, offers) + launch_cost(keep_diff, hours)
-    candidate = planning.replan(
+    candidate = (world.replan or planning.replan)(
         doc,
         offers,
         snapshots,

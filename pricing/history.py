@@ -8,7 +8,9 @@ Two formats:
     (``changed``), was first seen (``new``) or went away (``removed``). GCP rows are the
     anycloud *accelerator* rows, keyed (accelerator, count, zone), priced for the GPUs alone;
     Azure rows are whole VMs, keyed (instance type, accelerator, region). An empty price on a
-    ``changed`` row whose previous price was set means that market went away.
+    ``changed`` row whose previous price was set means that market went away. ``new`` rows of a
+    cloud's first version are where the record starts (the offers existed before), not offers
+    appearing: they are read as prices.
 ``daily-price``
     ``timestamp,instance,price_usd``: one on-demand price of one instance type in one region
     per day (``--cloud`` and ``--region`` say which). Rows without a price are skipped and
@@ -199,6 +201,7 @@ def _window(t: datetime, start: datetime | None, end: datetime | None, where: st
 def read_anycloud(data: bytes, where: str, start: datetime | None = None, end: datetime | None = None) -> HistoryFile:
     out = HistoryFile(changes=[])
     last: dict[Cloud, tuple[datetime, int]] = {}
+    first_at: dict[Cloud, datetime] = {}
     for line, row in _rows(data, where, ANYCLOUD_COLUMNS):
         out.rows += 1
         cloud_s, _commit, when, a, b, c, price_s, spot_s, prev_s, prev_spot_s, change = (v.strip() for v in row)
@@ -215,6 +218,7 @@ def read_anycloud(data: bytes, where: str, start: datetime | None = None, end: d
                 where, line, f"time {at.isoformat()} is earlier than line {before[1]}'s ({before[0].isoformat()})"
             )
         last[cloud] = (at, line)
+        first = first_at.setdefault(cloud, at)
         _window(at, start, end, where, line)
         if change not in ("new", "changed", "removed"):
             raise _fail(where, line, f"change {_show(change)} is not new, changed or removed")
@@ -237,9 +241,9 @@ def read_anycloud(data: bytes, where: str, start: datetime | None = None, end: d
             if change == "removed":
                 out.changes.append(PriceChange(at, cloud, kind, key, market, None, "removed"))
             elif now is not None:
-                out.changes.append(
-                    PriceChange(at, cloud, kind, key, market, now, "new" if change == "new" else "price")
-                )
+                # "new" in the file's first version is where the record starts, not an offer appearing
+                event = "new" if change == "new" and at > first else "price"
+                out.changes.append(PriceChange(at, cloud, kind, key, market, now, event))
             elif change == "changed" and prev is not None:
                 out.changes.append(PriceChange(at, cloud, kind, key, market, None, "removed"))
     if not out.changes:
