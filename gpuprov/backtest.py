@@ -24,8 +24,9 @@ Three costs come out, in USD over the range:
 
 A fleet below demand (the rebalancer's disruption budget counts instances, so a schedule turn
 that changes instance sizes can leave GPUs unlaunched for a pass) is cheaper than one that meets
-it: the GPU-hours short are counted (``unmet_gpu_hours``) and valued at the hour's hindsight cost
-per GPU (``shortfall_usd``), so that realized + shortfall compares fairly with the other two.
+it: the GPU-hours short are counted (``unmet_gpu_hours``) and valued at the dearest $/GPU-h the
+hour's hindsight holding pays, i.e. what the last GPUs of demand cost (``shortfall_usd``), so
+that realized + shortfall compares with the other two.
 
 Re-solves are memoised: the optimizer's answer depends on the offers, the request, the demand
 profile of the current slot, what runs and what is reserved, so a pass that sees all of these
@@ -90,7 +91,7 @@ class Step:
     decision: str
     interrupted: int
     gpus_short: int  # GPUs below the followed plan's demand for the slot
-    shortfall_usd: Decimal  # those GPU-hours at the hour's hindsight cost per GPU
+    shortfall_usd: Decimal  # those GPU-hours at the dearest $/GPU-h the hindsight holding pays
 
 
 @dataclass
@@ -177,7 +178,7 @@ class _Solver:
     def __init__(self, catalog: _Catalog) -> None:
         self.catalog = catalog
         self.cache: dict[tuple[Any, ...], planning.Solved] = {}
-        self.hindsight: dict[tuple[Any, ...], Decimal] = {}
+        self.hindsight: dict[tuple[Any, ...], tuple[Decimal, Decimal]] = {}
         self.solves = 0
         self.reused = 0
         self._spec_ids: dict[int, str] = {}
@@ -232,13 +233,18 @@ class _Solver:
         pid = planning.plan_id(spec, snapshots, context, unavailable, extra)
         return planning.document(pid, solved, snapshots, doc.gpus, spec, context, created, unavailable)
 
-    def hindsight_hour(self, spec: pd.RequestSpec, slot: int) -> Decimal:
-        """The cheapest holding of one slot's demand at the current prices, per hour."""
+    def hindsight_hour(self, spec: pd.RequestSpec, slot: int) -> tuple[Decimal, Decimal]:
+        """The cheapest holding of one slot's demand at the current prices, per hour; and the
+        dearest $/GPU-h that holding pays (what the last GPUs of demand cost)."""
         demand: dict[str, tuple[int, ...]] = {w: (v[slot],) for w, v in spec.demand.items()}
         key = (self.catalog.version, self._spec_id(spec), tuple(sorted((w, v[0]) for w, v in demand.items())))
         if key not in self.hindsight:
             one = replace(spec, demand=demand)
-            self.hindsight[key] = solve(planning.request_from_spec(one, self.catalog.offers)).total_cost_usd
+            plan = solve(planning.request_from_spec(one, self.catalog.offers))
+            dearest = max(
+                (a.offer.usd_per_gpu_hour for a in plan.allocations if any(a.instances_by_slot)), default=Decimal(0)
+            )
+            self.hindsight[key] = (plan.total_cost_usd, dearest)
             self.solves += 1
         return self.hindsight[key]
 
@@ -383,7 +389,8 @@ def _walk(cfg: Config, catalog: _Catalog, url: str, on_step: Callable[[Step], No
                 pool = (a.cloud, a.location, a.instance_type, a.market)
                 static_cost += catalog.price(pool, static_price[pool]) * n
         static_cost *= hours
-        hindsight = solver.hindsight_hour(cfg.spec, slot) * hours
+        best, dearest = solver.hindsight_hour(cfg.spec, slot)
+        hindsight = best * hours
         fslot = followed.slot_at(t)
         held: dict[str, int] = defaultdict(int)
         for h in fleet:
@@ -391,8 +398,7 @@ def _walk(cfg: Config, catalog: _Catalog, url: str, on_step: Callable[[Step], No
                 (h.cloud.value, h.zone or h.region, h.instance_type, h.market.value), _any_offer(followed, h)
             ).gpus_per_instance
         short = sum(max(0, v[fslot] - held[w]) for w, v in followed.demand.items())
-        wanted = sum(v[slot] for v in cfg.spec.demand.values())
-        shortfall = hindsight * short / wanted if wanted else Decimal(0)
+        shortfall = dearest * short * hours
         s = Step(t, hours, pools, realized, static_cost, hindsight, due, decision, interrupted, short, shortfall)
         result.shortfall_usd += shortfall
         result.steps.append(s)
