@@ -86,6 +86,7 @@ class World:
     fleets: FleetStore
     leases: Leases
     unavailable: Callable[[datetime], set[tuple[str, str, str, str]]] = field(default=lambda _now: set())
+    replan: Callable[..., PlanDocument] | None = None  # None: planning.replan (a backtest memoises the solve)
 
 
 def reprice(doc: PlanDocument, offers: Sequence[Offer]) -> Decimal:
@@ -221,7 +222,7 @@ def _pass(
     # less what its held commitments cover, the candidate's marginal cost
     covered = sum((h.covered_usd for h in doc.commitments.held), Decimal(0))
     keep_cost = reprice(doc, offers) - covered + launch_cost(keep_diff, hours)
-    candidate = planning.replan(
+    candidate = (world.replan or planning.replan)(
         doc,
         offers,
         snapshots,

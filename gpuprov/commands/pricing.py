@@ -210,4 +210,7 @@ def snapshots_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from gpuprov.commands import history
+
+    history.register(pricing_app)
     app.add_typer(pricing_app, name="pricing")

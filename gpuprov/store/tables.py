@@ -173,3 +173,21 @@ class CommitmentRow(SQLModel, table=True):
     ends: datetime
     source: str = "file"
     added_at: datetime
+
+
+class PriceChangeRow(SQLModel, table=True):
+    """One imported price change: an offer key's market at a time, a new price or gone (None)."""
+
+    __tablename__ = "gpuprov_price_change"
+    id: int | None = Field(default=None, primary_key=True)
+    cloud: str = Field(index=True)
+    kind: str  # gcp-accelerator (accelerator, count, zone) | instance (instance type, region, accelerator)
+    key_a: str
+    key_b: str
+    key_c: str
+    market: str
+    at: datetime = Field(index=True)
+    price: str | None = None  # decimal string; None: the offer's market went away
+    event: str  # new | price | removed
+    source: str  # format:file name
+    imported_at: datetime

@@ -1,0 +1,108 @@
+"""Imported price history: (time, offer key, market, price) rows, stored in one transaction per file.
+
+The rows are plain tuples here (the store knows no price formats): ``ChangeTuple`` is
+(at, cloud, kind, key_a, key_b, key_c, market, price or None, event). ``pricing/history.py``
+reads the files and turns the rows into price changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from gpuprov.store.database import Database, parse_time
+
+ChangeTuple = tuple[datetime, str, str, str, str, str, str, Decimal | None, str]
+COLUMNS = ("at", "cloud", "kind", "key_a", "key_b", "key_c", "market", "price", "event")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the stored history of one cloud and source holds."""
+
+    cloud: str
+    source: str
+    changes: int
+    keys: int
+    first: datetime
+    last: datetime
+
+
+def _key(row: ChangeTuple) -> tuple[Any, ...]:
+    at, *rest = row
+    price = rest[6]
+    return (at.astimezone(UTC).isoformat(), *rest[:6], None if price is None else str(price), rest[7])
+
+
+class HistoryStore(Database):
+    def add(self, rows: Sequence[ChangeTuple], source: str) -> tuple[int, int]:
+        """Store the rows not already stored, all in one transaction; (stored, already there)."""
+        self.ensure_schema()
+        from sqlalchemy import insert
+
+        from gpuprov.store import tables
+
+        clouds = {r[1] for r in rows}
+        have = {_key(r) for r in self.changes(clouds)}
+        new: list[dict[str, Any]] = []
+        seen: set[tuple[Any, ...]] = set()
+        for r in rows:
+            k = _key(r)
+            if k in have or k in seen:
+                continue
+            seen.add(k)
+            at, cloud, kind, a, b, c, market, price, event = r
+            if at.tzinfo is None:
+                raise ValueError("price change times must be timezone-aware")
+            new.append(
+                {
+                    "at": at.astimezone(UTC),
+                    "cloud": cloud,
+                    "kind": kind,
+                    "key_a": a,
+                    "key_b": b,
+                    "key_c": c,
+                    "market": market,
+                    "price": None if price is None else str(price),
+                    "event": event,
+                    "source": source,
+                    "imported_at": datetime.now(UTC),
+                }
+            )
+        t = tables.PriceChangeRow.__table__  # type: ignore[attr-defined]
+        with self.guarded(f"could not store the price history from {source}"), self.engine().begin() as con:
+            if new:
+                con.execute(insert(t), new)
+        return len(new), len(rows) - len(new)
+
+    def changes(self, clouds: Collection[str] | None = None) -> list[ChangeTuple]:
+        """Every stored change of these clouds (None: all), oldest first (import order within a time)."""
+        self.ensure_schema()
+        sql = f"SELECT {', '.join(COLUMNS)} FROM gpuprov_price_change"
+        params: dict[str, Any] = {}
+        if clouds is not None:
+            if not clouds:
+                return []
+            names = []
+            for i, c in enumerate(sorted(clouds)):
+                params[f"c{i}"] = c
+                names.append(f":c{i}")
+            sql += f" WHERE cloud IN ({', '.join(names)})"
+        rows = self._rows(sql + " ORDER BY at, id", params)
+        out: list[ChangeTuple] = []
+        for at, cloud, kind, a, b, c, market, price, event in rows:
+            out.append((parse_time(at), cloud, kind, a, b, c, market, None if price is None else Decimal(price), event))
+        out.sort(key=lambda r: r[0])  # SQLite compares the stored text; the parsed times decide
+        return out
+
+    def coverage(self) -> list[Coverage]:
+        self.ensure_schema()
+        rows = self._rows(
+            "SELECT cloud, source, count(*), count(DISTINCT kind || '|' || key_a || '|' || key_b || '|' || key_c), "
+            "min(at), max(at) FROM gpuprov_price_change GROUP BY cloud, source ORDER BY cloud, source",
+            {},
+        )
+        return [Coverage(r[0], r[1], int(r[2]), int(r[3]), parse_time(r[4]), parse_time(r[5])) for r in rows]
