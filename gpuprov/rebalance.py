@@ -39,7 +39,7 @@ from gpuprov.store.lease import Leases
 from gpuprov.store.plans import PlanStore
 from gpuprov.store.state import FleetStore, PassRecord, StateStore
 from provisioner import apply as engine
-from provisioner.base import Driver, InstanceHandle
+from provisioner.base import Driver, InstanceHandle, LaunchRequest
 
 
 class Clock(Protocol):
@@ -125,15 +125,29 @@ def launch_cost(d: engine.Diff, hours: Mapping[str, Decimal]) -> Decimal:
 
 
 def limit_disruption(
-    d: engine.Diff, actual: Sequence[InstanceHandle], share: Decimal, gangs: Collection[str] = ()
+    d: engine.Diff,
+    actual: Sequence[InstanceHandle],
+    share: Decimal,
+    gangs: Collection[str] = (),
+    gpus_of: Mapping[str, int] | None = None,
 ) -> engine.Diff:
     """At most ⌈share × running⌉ (at least one) of each workload's running instances replaced in
     one pass. A replacement is a launch matched with a termination in the same workload; a net
     scale-up or scale-down is the plan's schedule and is not limited. Deferred replacements
     keep the old instance running (and its cost) until a later pass.
 
+    Capacity comes first: where the deferred launches carry more GPUs than the deferred
+    terminations keep (small nodes swapped for big ones), launches are put back until the
+    workload holds the GPUs the plan wants (``gpus_of``: GPUs per instance type; a type it does
+    not name counts as none). Old instances then run beside the new ones until a later pass.
+
     A gang (training that must sit in one zone) moves whole or not at all: half a gang in each
     of two zones is no training cluster. Its moves are rate-limited by the hysteresis window."""
+    sizes = gpus_of or {}
+
+    def gpus(items: Sequence[InstanceHandle] | Sequence[LaunchRequest]) -> int:
+        return sum(sizes.get(i.instance_type, 0) for i in items)
+
     running: dict[str, int] = defaultdict(int)
     for h in actual:
         running[h.workload] += 1
@@ -148,9 +162,16 @@ def limit_disruption(
         allowed = running[w] if w in gangs else max(1, math.ceil(share * running[w]))
         swaps = min(len(launch[w]), len(terminate[w]))
         cut = max(0, swaps - allowed)
-        out.launch += launch[w][: len(launch[w]) - cut]
+        going = launch[w][: len(launch[w]) - cut]
+        deferred = launch[w][len(launch[w]) - cut :]
+        kept_old = terminate[w][len(terminate[w]) - cut :]
+        kept = [h for h in d.keep if h.workload == w]
+        wanted = gpus(kept) + gpus(launch[w])
+        while deferred and gpus(kept) + gpus(kept_old) + gpus(going) < wanted:
+            going.append(deferred.pop(0))
+        out.launch += going
         out.terminate += terminate[w][: len(terminate[w]) - cut]
-        out.keep += terminate[w][len(terminate[w]) - cut :]
+        out.keep += kept_old
     return out
 
 
@@ -256,7 +277,10 @@ def _pass(
             world.fleets.adopt(settings.owner, candidate.plan_id, started)
     known.update(engine.unit_prices([target]))
     gangs = {w.name for w in target.request.workloads if w.gang}
-    limited = limit_disruption(replace(d, prices={**known, **d.prices}), actual, settings.disruption_share, gangs)
+    sizes = {a.instance_type: a.gpus_per_instance for plan in (doc, target) for a in plan.placements()}
+    limited = limit_disruption(
+        replace(d, prices={**known, **d.prices}), actual, settings.disruption_share, gangs, sizes
+    )
     before = limited.hourly_before
     if settings.dry_run:
         return PassRecord(
