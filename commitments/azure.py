@@ -128,7 +128,8 @@ def discover(
     out: list[Commitment] = []
     notes: list[str] = []
     for item in items:
-        props = item.get("properties") if isinstance(item.get("properties"), dict) else {}
+        found = item.get("properties")
+        props: dict[str, Any] = found if isinstance(found, dict) else {}
         if props.get("reservedResourceType") != "VirtualMachines" or props.get("provisioningState") != "Succeeded":
             continue
         rid = f"azure:reservation:{item.get('name')}"
