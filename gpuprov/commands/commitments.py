@@ -82,4 +82,38 @@ def register(app: typer.Typer) -> None:
         CommitmentStore().remove(commitment_id)
         typer.echo(f"removed commitment {commitment_id}")
 
+    @sub.command("discover")
+    def discover(
+        clouds: list[str] = typer.Option(None, "--clouds", help="clouds to ask: aws, gcp, azure (default: all)"),
+        output: str = typer.Option("table", "--output", "-o", help="table or json"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="show what the clouds hold; store nothing"),
+    ) -> None:
+        """Ask each configured cloud for the commitments the account holds and store them (ids
+        start with the cloud and kind, so they never clash with imported ones; found again, a
+        record is replaced). A cloud that cannot be asked is a warning line, not a failure."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from commitments import discover as finder
+        from commitments.records import known_in
+        from gpuprov import config
+        from gpuprov.store.commitments import CommitmentStore
+        from pricing.gpus import GPUS
+
+        chosen = common.parse_clouds(clouds)
+        names = [c.value for c in chosen] if chosen else list(finder.CLOUDS)
+        catalog, _snapshots = common.open_catalog()
+        offers = common.read_offers(catalog, [g.name for g in GPUS])
+        known = known_in(sorted(catalog.places()))
+        records, notes = finder.discover(names, config.load(), offers, common.now(), known)
+        stored = 0 if dry_run or not records else CommitmentStore().add(records, replace=True)
+        if fmt == "json":
+            body = {"commitments": [c.row() for c in records], "notes": notes, "stored": stored}
+            json.dump(body, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        for line in notes:
+            common.warn(line)
+        _show(records, fmt)
+        verb = "would store" if dry_run else "stored"
+        typer.echo(f"{verb} {len(records)} commitments from {', '.join(names)}")
+
     app.add_typer(sub, name="commitments")
