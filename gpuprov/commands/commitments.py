@@ -116,4 +116,61 @@ def register(app: typer.Typer) -> None:
         verb = "would store" if dry_run else "stored"
         typer.echo(f"{verb} {len(records)} commitments from {', '.join(names)}")
 
+    rates = typer.Typer(
+        help="AWS Savings Plans rates: refreshed live, they take precedence over the config's savings_plans.",
+        no_args_is_help=True,
+    )
+
+    @rates.command("refresh")
+    def rates_refresh(
+        region: list[str] = typer.Option(
+            None, "--region", help="AWS region(s) (default: config aws.regions, else us-east-1)"
+        ),
+    ) -> None:
+        """Ask DescribeSavingsPlansOfferingRates for the catalog's AWS GPU types and store the discounts."""
+        from gpuprov import config
+        from gpuprov.store.savings_plans import SavingsPlanRates
+        from pricing import savings_plans
+        from pricing.gpus import GPUS
+
+        regions = common.split(region) or list(config.load().aws.get("regions", [])) or ["us-east-1"]
+        catalog, _snapshots = common.open_catalog()
+        offers = common.read_offers(catalog, [g.name for g in GPUS])
+        store = SavingsPlanRates()
+        for name in regions:
+            found, notes = savings_plans.fetch(name, offers)
+            for line in notes:
+                common.warn(line)
+            store.save(name, [r.row() for r in found], common.now())
+            typer.echo(f"stored {len(found)} Savings Plans rates for {name}")
+
+    @rates.command("list")
+    def rates_list(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+        """The refreshed rates and the discount per family that plans use (config where none)."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov.store.savings_plans import SavingsPlanRates
+        from pricing import savings_plans
+
+        found = savings_plans.from_rows(SavingsPlanRates().list())
+        used = common.savings_plan_discounts()
+        if fmt == "json":
+            body = {
+                "rates": [{**r.row(), "discount": format(r.discount, "f")} for r in found],
+                "discounts": {k: {f: format(v, "f") for f, v in t.items()} for k, t in sorted(used.items())},
+            }
+            json.dump(body, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{len(found)} refreshed Savings Plans rates", title_justify="left")
+        for col in ("kind", "region", "instance type", "rate $/h", "on-demand $/h", "discount"):
+            table.add_column(col)
+        for r in found:
+            table.add_row(r.kind, r.region, r.instance_type, str(r.rate), str(r.on_demand), f"{r.discount:.1%}")
+        common.console().print(table)
+        for kind, fams in sorted(used.items()):
+            typer.echo(f"{kind}: " + ", ".join(f"{f} {v:.1%}" for f, v in sorted(fams.items())))
+
+    sub.add_typer(rates, name="rates")
     app.add_typer(sub, name="commitments")
