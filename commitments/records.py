@@ -290,6 +290,17 @@ def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
     )
 
 
+def from_cloud(raw: Mapping[str, Any], source: str, known: Known | None = None) -> Commitment | str:
+    """One record read back from a cloud, checked by the same rules as a file's: the record, or
+    what is wrong with it (one line; discovery skips it with a note, never a traceback)."""
+    try:
+        c = record(raw, source)
+        problem = known(c) if known is not None else None
+    except _Bad as exc:
+        return str(exc)
+    return problem or c
+
+
 Known = Callable[[Commitment], str | None]  # what is wrong with a record's scope, or None
 
 

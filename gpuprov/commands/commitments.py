@@ -49,6 +49,59 @@ def _show(records: list[Any], fmt: str) -> None:
     common.console().print(table)
 
 
+def usage_rows(handles: list[Any], now: Any) -> list[dict[str, Any]]:
+    """For ``gpuprov status``: per held commitment active now, what the running fleet (its
+    instances that are not spot) uses of it and the cost of the unused part (commitments/usage.py);
+    money as decimal strings. Empty, without touching the catalog, when none is held."""
+    from commitments.records import Kind
+    from commitments.usage import Running, usage
+    from gpuprov.models import Market
+
+    held = [c for c in common.held_commitments() if c.active(now)]
+    if not held:
+        return []
+    running = [
+        Running(h.cloud.value, h.region, h.zone, h.instance_type) for h in handles if h.market is not Market.SPOT
+    ]
+    prices: dict[tuple[str, str, str], Decimal] = {}
+    discounts: dict[str, dict[str, Decimal]] = {}
+    if any(c.kind is Kind.SAVINGS_PLAN for c in held) and running:
+        from pricing.gpus import GPUS
+
+        catalog, _snapshots = common.open_catalog()
+        for o in common.read_offers(catalog, [g.name for g in GPUS]):
+            if o.market is Market.ON_DEMAND:
+                key = (o.cloud.value, o.region, o.instance_type)
+                prices[key] = min(prices.get(key, o.hourly_usd), o.hourly_usd)
+        discounts = common.savings_plan_discounts()
+    rows = usage(held, running, prices, now, discounts)
+    for r in rows:
+        for name in ("used", "utilization", "unused_hourly_usd"):
+            r[name] = str(r[name]) if isinstance(r[name], Decimal) else r[name]
+    return rows
+
+
+def usage_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    unused = sum((Decimal(r["unused_hourly_usd"]) for r in rows), Decimal(0))
+    table = Table(title=f"{len(rows)} commitments held: ${unused:,.2f}/h unused now", title_justify="left")
+    for col in ("id", "kind", "scope", "size", "used now", "unused $/h", "note"):
+        table.add_column(col)
+    for r in rows:
+        used = r["used"] if isinstance(r["used"], int) else f"${Decimal(r['used']):,.2f}/h"
+        table.add_row(
+            r["id"],
+            r["kind"],
+            r["scope"],
+            r["size"],
+            str(used),
+            f"${Decimal(r['unused_hourly_usd']):,.2f}",
+            r["note"] or "",
+        )
+    return table
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="Commitments already held (reservations, committed use, Savings Plans): used first by plans.",
@@ -82,4 +135,95 @@ def register(app: typer.Typer) -> None:
         CommitmentStore().remove(commitment_id)
         typer.echo(f"removed commitment {commitment_id}")
 
+    @sub.command("discover")
+    def discover(
+        clouds: list[str] = typer.Option(None, "--clouds", help="clouds to ask: aws, gcp, azure (default: all)"),
+        output: str = typer.Option("table", "--output", "-o", help="table or json"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="show what the clouds hold; store nothing"),
+    ) -> None:
+        """Ask each configured cloud for the commitments the account holds and store them (ids
+        start with the cloud and kind, so they never clash with imported ones; found again, a
+        record is replaced). A cloud that cannot be asked is a warning line, not a failure."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from commitments import discover as finder
+        from commitments.records import known_in
+        from gpuprov import config
+        from gpuprov.store.commitments import CommitmentStore
+        from pricing.gpus import GPUS
+
+        chosen = common.parse_clouds(clouds)
+        names = [c.value for c in chosen] if chosen else list(finder.CLOUDS)
+        catalog, _snapshots = common.open_catalog()
+        offers = common.read_offers(catalog, [g.name for g in GPUS])
+        known = known_in(sorted(catalog.places()))
+        records, notes = finder.discover(names, config.load(), offers, common.now(), known)
+        stored = 0 if dry_run or not records else CommitmentStore().add(records, replace=True)
+        if fmt == "json":
+            body = {"commitments": [c.row() for c in records], "notes": notes, "stored": stored}
+            json.dump(body, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        for line in notes:
+            common.warn(line)
+        _show(records, fmt)
+        verb = "would store" if dry_run else "stored"
+        typer.echo(f"{verb} {len(records)} commitments from {', '.join(names)}")
+
+    rates = typer.Typer(
+        help="AWS Savings Plans rates: refreshed live, they take precedence over the config's savings_plans.",
+        no_args_is_help=True,
+    )
+
+    @rates.command("refresh")
+    def rates_refresh(
+        region: list[str] = typer.Option(
+            None, "--region", help="AWS region(s) (default: config aws.regions, else us-east-1)"
+        ),
+    ) -> None:
+        """Ask DescribeSavingsPlansOfferingRates for the catalog's AWS GPU types and store the discounts."""
+        from gpuprov import config
+        from gpuprov.store.savings_plans import SavingsPlanRates
+        from pricing import savings_plans
+        from pricing.gpus import GPUS
+
+        regions = common.split(region) or list(config.load().aws.get("regions", [])) or ["us-east-1"]
+        catalog, _snapshots = common.open_catalog()
+        offers = common.read_offers(catalog, [g.name for g in GPUS])
+        store = SavingsPlanRates()
+        for name in regions:
+            found, notes = savings_plans.fetch(name, offers)
+            for line in notes:
+                common.warn(line)
+            store.save(name, [r.row() for r in found], common.now())
+            typer.echo(f"stored {len(found)} Savings Plans rates for {name}")
+
+    @rates.command("list")
+    def rates_list(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+        """The refreshed rates and the discount per family that plans use (config where none)."""
+        fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov.store.savings_plans import SavingsPlanRates
+        from pricing import savings_plans
+
+        found = savings_plans.from_rows(SavingsPlanRates().list())
+        used = common.savings_plan_discounts()
+        if fmt == "json":
+            body = {
+                "rates": [{**r.row(), "discount": format(r.discount, "f")} for r in found],
+                "discounts": {k: {f: format(v, "f") for f, v in t.items()} for k, t in sorted(used.items())},
+            }
+            json.dump(body, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{len(found)} refreshed Savings Plans rates", title_justify="left")
+        for col in ("kind", "region", "instance type", "rate $/h", "on-demand $/h", "discount"):
+            table.add_column(col)
+        for r in found:
+            table.add_row(r.kind, r.region, r.instance_type, str(r.rate), str(r.on_demand), f"{r.discount:.1%}")
+        common.console().print(table)
+        for kind, fams in sorted(used.items()):
+            typer.echo(f"{kind}: " + ", ".join(f"{f} {v:.1%}" for f, v in sorted(fams.items())))
+
+    sub.add_typer(rates, name="rates")
     app.add_typer(sub, name="commitments")

@@ -170,6 +170,16 @@ def held_commitments() -> list[Any]:
     return CommitmentStore().list()
 
 
+def savings_plan_discounts() -> dict[str, dict[str, Decimal]]:
+    """Savings Plans discounts for plans: refreshed rates (gpuprov commitments rates refresh)
+    take precedence over the config's ``savings_plans`` per (kind_term, family)."""
+    from gpuprov import config
+    from gpuprov.store.savings_plans import SavingsPlanRates
+    from pricing.savings_plans import discounts, from_rows, merge
+
+    return merge(config.load().savings_plans, discounts(from_rows(SavingsPlanRates().list())))
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 

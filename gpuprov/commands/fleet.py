@@ -308,6 +308,9 @@ def register(app: typer.Typer) -> None:
                 }
             )
         total = sum((r["hourly_usd"] or Decimal(0) for r in rows), Decimal(0))
+        from gpuprov.commands import commitments as held
+
+        used = held.usage_rows(handles, now)
         if fmt == "json":
             for r in rows:
                 r["hourly_usd"] = None if r["hourly_usd"] is None else str(r["hourly_usd"])
@@ -319,6 +322,7 @@ def register(app: typer.Typer) -> None:
                     "groups": rows,
                     "source": "mirror" if cached else "live",
                     "unasked": {c.value: why for c, why in sorted({**skipped, **failed}.items())},
+                    "commitments": used,
                 },
                 sys.stdout,
                 indent=2,
@@ -364,6 +368,8 @@ def register(app: typer.Typer) -> None:
                     r["problem"] or "",
                 )
             common.console().print(table)
+            if used:
+                common.console().print(held.usage_table(used))
         _fail_if_unasked(failed, skipped, "status does not show what runs in")
 
     @app.command()

@@ -124,10 +124,9 @@ def register(app: typer.Typer) -> None:
         offers = common.read_offers(catalog, names)
         if exclude_suspect:
             offers = [o for o in offers if not o.flags]
-        from gpuprov import config
 
         held = [] if ignore_held else common.held_commitments()
-        spec = planning.with_commitments(spec, held, offers, config.load().savings_plans)
+        spec = planning.with_commitments(spec, held, offers, common.savings_plan_discounts())
         when = common.now()
         request = planning.request_for(spec, offers, context, when)
         common.warn_if_stale(snapshots, max_age, when)
