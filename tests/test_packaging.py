@@ -20,7 +20,7 @@ def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
     [wheel] = tmp_path.glob("gpuprov-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.startswith("gpuprov-")}
-    assert tops == {"gpuprov", "pricing", "policies", "provisioner", "terraform", "k8s"}
+    assert tops == {"gpuprov", "pricing", "policies", "provisioner", "terraform", "k8s", "commitments"}
     for needed in (
         "pricing/data/offers.csv.gz",
         "pricing/data/snapshot.json",
@@ -30,6 +30,7 @@ def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
         "terraform/schemas/PROVENANCE.md",
         "provisioner/drivers/aws.py",
         "gpuprov/commands/plan.py",
+        "commitments/records.py",
         "k8s/schemas/kueue/kueue.x-k8s.io_clusterqueues.yaml",
         "k8s/schemas/kubernetes/apis__batch__v1_openapi.json",
         "k8s/schemas/PROVENANCE.md",
