@@ -79,7 +79,7 @@ def _number(value: Any, where: str, high: Decimal = Decimal(10) ** 9) -> Decimal
 
 
 CLOUD_KEYS: dict[str, dict[str, str]] = {
-    "aws": {"image": "str", "key_name": "str", "subnets": "map", "regions": "list"},
+    "aws": {"image": "str", "key_name": "str", "subnets": "map", "regions": "list", "security_groups": "list"},
     "gcp": {"project": "str", "image": "str", "network": "str", "subnetwork": "str", "zones": "list"},
     "azure": {
         "subscription_id": "str",

@@ -55,9 +55,9 @@ def args(job: Job) -> list[str]:
     return out
 
 
-def check_image(image: str | None) -> str:
+def check_image(image: str | None, what: str = "--emit cronjob") -> str:
     if not image:
-        raise UsageError("--emit cronjob needs --image (a gpuprov image you built: see the Dockerfile)")
+        raise UsageError(f"{what} needs --image (a gpuprov image you built: see the Dockerfile)")
     pinned = "@sha256:" in image or re.search(r":[A-Za-z0-9_][A-Za-z0-9._-]*$", image.rsplit("/", 1)[-1])
     if not IMAGE.fullmatch(image) or not pinned or image.endswith(":latest"):
         raise UsageError(

@@ -110,6 +110,8 @@ class Workload:
     gang: bool = False
     spread_zones: int = 1
     lost_hours_per_interruption: Decimal = Decimal(0)
+    # the offers' interconnect values w accepts (policy workloads.<name>.interconnect); None: any
+    interconnect: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ class WorkloadSpec:
     gang: bool = False
     spread_zones: int = 1
     lost_hours_per_interruption: Decimal = Decimal(0)
+    interconnect: tuple[str, ...] | None = None  # offers' interconnect values accepted; None: any
 
     def workload(self) -> Workload:
         return Workload(
@@ -66,6 +67,7 @@ class WorkloadSpec:
             gang=self.gang,
             spread_zones=self.spread_zones,
             lost_hours_per_interruption=self.lost_hours_per_interruption,
+            interconnect=self.interconnect,
         )
 
     @classmethod
@@ -77,6 +79,7 @@ class WorkloadSpec:
             gang=w.gang,
             spread_zones=w.spread_zones,
             lost_hours_per_interruption=w.lost_hours_per_interruption,
+            interconnect=w.interconnect,
         )
 
 

@@ -380,9 +380,13 @@ def plan_id(
     extra: Mapping[str, Any] | None = None,
 ) -> str:
     """A content id: the same request on the same snapshots gives the same id."""
+    spec_dict = asdict(spec)
+    for w in spec_dict["workloads"]:  # no interconnect asked: the id plans had before there was one
+        if w.get("interconnect") is None:
+            w.pop("interconnect", None)
     payload = {
         "schema": pd.SCHEMA_VERSION,
-        "spec": pd.plain(asdict(spec)),
+        "spec": pd.plain(spec_dict),
         "context": pd.plain(asdict(context)),
         "snapshots": sorted(s.id for s in snapshots),
         "unavailable": sorted(list(p) for p in unavailable),

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gpuprov.plandoc import Allocation, PlanDocument
+from gpuprov.plandoc import Allocation, PlanDocument, Window
 
 GPU_RESOURCE = "nvidia.com/gpu"
 LABEL = "gpuprov.io"
@@ -262,7 +262,7 @@ def render(doc: PlanDocument, p: Params, at: datetime) -> dict[str, list[dict[st
     if p.queues:
         files["resourceflavors.yaml"] = flavors(doc)
         files["clusterqueues.yaml"] = cluster_queues(doc, doc.slot_at(at))
-        for w in doc.windows:
+        for w in periods(doc):
             files[f"windows/{name(w.name)}/clusterqueues.yaml"] = cluster_queues(doc, w.start_slot % doc.horizon_hours)
         if p.namespaces:
             files["localqueues.yaml"] = local_queues(doc, p)
@@ -281,3 +281,197 @@ def gcp_note(doc: PlanDocument) -> str | None:
     if any(a.cloud == "gcp" for a in doc.placements()):
         return "GCP capacity has no Karpenter: render it with gpuprov terraform (node groups); Kueue flavors cover it"
     return None
+
+
+# ---------------------------------------------------------------------------- window edges
+#
+# Each window edge of the plan gets a CronJob that runs ``gpuprov k8s apply-window PLAN --window
+# NAME`` at the window's first hour in the plan's time zone (``spec.timeZone``): it sets the
+# ClusterQueues' quotas and the NodePools' limits to that window's values (``window_patches``).
+
+CYCLE = {"day": 24, "week": 168}
+WINDOW_SA = "gpuprov-windows"
+
+
+def periods(doc: PlanDocument) -> tuple[Window, ...]:
+    """The plan's windows and the stretches between them (the policy's default schedule), which
+    together tile the cycle, by start. A stretch no window covers is named ``default`` (``default-2``,
+    … when there are several); none when the plan has no windows."""
+    if not doc.windows:
+        return ()
+    n = doc.horizon_hours
+    covered = [False] * n
+    for w in doc.windows:
+        for t in window_slots(doc, w):
+            covered[t] = True
+    gaps: list[tuple[int, int]] = []
+    for t in range(n):
+        if not covered[t] and covered[(t - 1) % n]:
+            end = t
+            while not covered[end % n]:
+                end += 1
+            gaps.append((t, end % n))
+    taken = {w.name for w in doc.windows}
+    out = list(doc.windows)
+    for i, (start, end) in enumerate(gaps, start=1):
+        label = "default" if len(gaps) == 1 else f"default-{i}"
+        while label in taken:
+            label = f"gpuprov-{label}"
+        out.append(Window(name=label, start_slot=start, end_slot=end))
+    return tuple(sorted(out, key=lambda w: (w.start_slot % n, w.name)))
+
+
+def edges(doc: PlanDocument) -> tuple[Window, ...]:
+    """The periods whose start is an edge: none when fewer than two periods start at different
+    slots (one window, or none, covering the whole cycle: nothing ever changes)."""
+    found = periods(doc)
+    if len({w.start_slot % doc.horizon_hours for w in found}) < 2:
+        return ()
+    return found
+
+
+def cron(slot: int, origin: str) -> str:
+    """Unix cron (minute hour dom month dow, Sunday = 0) for the start of ``slot``."""
+    if origin == "week":
+        return f"0 {slot % 24} * * {(slot // 24 + 1) % 7}"
+    return f"0 {slot % 24} * * *"
+
+
+def window_slots(doc: PlanDocument, w: Window) -> list[int]:
+    """The slots a window covers, wrapping around the cycle (start == end: the whole cycle)."""
+    n = doc.horizon_hours
+    length = (w.end_slot - w.start_slot) % n or n
+    return [(w.start_slot + k) % n for k in range(length)]
+
+
+def window_limits(doc: PlanDocument, w: Window) -> dict[str, int]:
+    """NodePool name → its GPU limit in one window: the pool's peak over the window's slots."""
+    slots = window_slots(doc, w)
+    out: dict[str, int] = {}
+    for cloud in ("aws", "azure"):
+        for (region, workload, gpu, capacity), allocs in _pools(doc, cloud).items():
+            peak = max(sum(a.instances_by_slot[t] * a.gpus_per_instance for a in allocs) for t in slots)
+            out[name(workload, gpu, capacity, region)] = peak
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One merge patch of a cluster-scoped custom object."""
+
+    group: str
+    version: str
+    plural: str
+    name: str
+    body: dict[str, Any]
+
+
+def find_window(doc: PlanDocument, window: str) -> Window | None:
+    found = periods(doc)
+    return next((w for w in found if w.name == window), None) or next(
+        (w for w in found if name(w.name) == window), None
+    )
+
+
+def window_patches(doc: PlanDocument, w: Window, p: Params) -> list[Patch]:
+    """The patches that put one window's values in force: each ClusterQueue's ``resourceGroups``
+    (the whole list: a JSON merge patch replaces lists) and each NodePool's GPU limit (a map: the
+    merge keeps any other limit set by hand)."""
+    out: list[Patch] = []
+    if p.queues:
+        for q in cluster_queues(doc, w.start_slot % doc.horizon_hours):
+            body = {"spec": {"resourceGroups": q["spec"]["resourceGroups"]}}
+            out.append(Patch("kueue.x-k8s.io", "v1beta2", "clusterqueues", q["metadata"]["name"], body))
+    if p.nodes:
+        for pool, limit in window_limits(doc, w).items():
+            body = {"spec": {"limits": {GPU_RESOURCE: limit}}}
+            out.append(Patch("karpenter.sh", "v1", "nodepools", pool, body))
+    return out
+
+
+def _cronjob_name(window: str) -> str:
+    """A CronJob name (at most 52 characters: the controller appends a suffix to its Jobs)."""
+    import hashlib
+
+    base = name("gpuprov-window", window)
+    if len(base) <= 52:
+        return base
+    return f"{base[:43].rstrip('-')}-{hashlib.sha256(window.encode()).hexdigest()[:8]}"
+
+
+def window_cronjobs(
+    doc: PlanDocument, image: str, p: Params, annotations: dict[str, str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """``windows-serviceaccount.yaml`` and ``windows-cronjobs.yaml``: a CronJob per window edge.
+    The Job reads the plan from gpuprov's database (the ``gpuprov`` Secret's ``database-url``,
+    as the rebalancer's CronJob does) and needs RBAC to get and patch ClusterQueues and NodePools
+    (see the README)."""
+    flags = []
+    if not p.nodes:
+        flags += ["--nodes", "none"]
+    if not p.queues:
+        flags += ["--queues", "none"]
+    jobs = []
+    for w in edges(doc):
+        container = {
+            "name": "apply-window",
+            "image": image,
+            "args": ["k8s", "apply-window", doc.plan_id, "--window", w.name, *flags],
+            "env": [
+                {
+                    "name": "GPUPROV_DATABASE_URL",
+                    "valueFrom": {"secretKeyRef": {"name": "gpuprov", "key": "database-url"}},
+                },
+                {"name": "HOME", "value": "/tmp"},
+            ],
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "readOnlyRootFilesystem": True,
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            },
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        }
+        jobs.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {
+                    "name": _cronjob_name(w.name),
+                    "labels": {f"{LABEL}/plan": label_value(doc.plan_id), f"{LABEL}/window": label_value(w.name)},
+                },
+                "spec": {
+                    "schedule": cron(w.start_slot, doc.slot_origin),
+                    "timeZone": doc.timezone,
+                    "concurrencyPolicy": "Replace",  # a newer edge wins over a stuck older one
+                    "startingDeadlineSeconds": 3600,  # missed (controller down): still apply within the hour
+                    "successfulJobsHistoryLimit": 3,
+                    "failedJobsHistoryLimit": 3,
+                    "jobTemplate": {
+                        "spec": {
+                            "backoffLimit": 3,
+                            "activeDeadlineSeconds": 600,
+                            "template": {
+                                "spec": {
+                                    "serviceAccountName": WINDOW_SA,
+                                    "restartPolicy": "Never",
+                                    "securityContext": {
+                                        "runAsNonRoot": True,
+                                        "runAsUser": 10001,
+                                        "fsGroup": 10001,
+                                        "seccompProfile": {"type": "RuntimeDefault"},
+                                    },
+                                    "containers": [container],
+                                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                                }
+                            },
+                        }
+                    },
+                },
+            }
+        )
+    account: dict[str, Any] = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": WINDOW_SA}}
+    if annotations:
+        account["metadata"]["annotations"] = dict(sorted(annotations.items()))
+    return {"windows-serviceaccount.yaml": [account], "windows-cronjobs.yaml": jobs}

@@ -9,6 +9,7 @@ from gpuprov.errors import ConfigError
 from gpuprov.models import Workload
 from policies.model import Policy
 from policies.schedule import demand_slots
+from pricing.interconnect import ACCEPTS
 
 OfferKey = tuple[str, str, str, str, str]
 
@@ -69,6 +70,7 @@ def workloads(policy: Policy) -> tuple[Workload, ...]:
             gang=w.gang,
             spread_zones=w.spread_zones,
             lost_hours_per_interruption=w.lost_hours_per_interruption,
+            interconnect=ACCEPTS[w.interconnect],
         )
         for name, w in policy.workloads.items()
     )

@@ -18,6 +18,7 @@ from gpuprov.models import DEFAULT_LOST_HOURS
 from gpuprov.safeyaml import describe
 from policies.model import (
     DAYS,
+    INTERCONNECTS,
     WORKLOADS,
     Amount,
     OfferCap,
@@ -231,8 +232,20 @@ class _Reader:
         for name, spec in raw.items():
             path = f"workloads.{name}"
             w = self.mapping(
-                spec, path, ("max_spot_fraction", "node_gpus", "gang", "spread_zones", "lost_hours_per_interruption")
+                spec,
+                path,
+                (
+                    "max_spot_fraction",
+                    "node_gpus",
+                    "gang",
+                    "spread_zones",
+                    "lost_hours_per_interruption",
+                    "interconnect",
+                ),
             )
+            fabric = w.get("interconnect", "any")
+            if fabric not in INTERCONNECTS:
+                raise self.fail(f"{path}.interconnect", f"must be one of: {', '.join(INTERCONNECTS)}")
             gang = w.get("gang", False)
             if not isinstance(gang, bool):
                 raise self.fail(f"{path}.gang", "must be true or false")
@@ -250,6 +263,7 @@ class _Reader:
                     Decimal(0),
                     Decimal(168),
                 ),
+                interconnect=fabric,
             )
             if gang and out[name].spread_zones > 1:
                 raise self.fail(path, "a gang sits in one zone: it cannot also spread over zones")

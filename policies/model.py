@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 WORKLOADS = ("training", "inference")
+INTERCONNECTS = ("any", "efa", "rdma", "infiniband")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
@@ -33,6 +34,7 @@ class WorkloadPolicy:
     gang: bool = False
     spread_zones: int = 1
     lost_hours_per_interruption: Decimal = Decimal(0)
+    interconnect: str = "any"  # any | efa | rdma | infiniband: the offers it may use
 
 
 @dataclass(frozen=True)

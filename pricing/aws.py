@@ -41,6 +41,7 @@ from typing import Any
 from gpuprov.errors import UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
+from pricing import interconnect
 from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError, missing_extra
 from pricing.validate import MISSING, to_price
 
@@ -441,6 +442,7 @@ class _AwsFetch:
             market=market,
             hourly_usd=price.amount,
             currency=price.currency,
+            interconnect=interconnect.of("aws", spec.instance_type),
         )
 
     def _region_offers(

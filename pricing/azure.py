@@ -34,6 +34,7 @@ from typing import Any
 
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
+from pricing import interconnect
 from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError, missing_extra
 from pricing.validate import MISSING, to_price
 
@@ -364,6 +365,7 @@ class _AzureFetch:
             market=market,
             hourly_usd=hourly,
             currency=str(item.get("currencyCode") or "USD"),
+            interconnect=interconnect.of("azure", size.name),
         )
         key, since = (region, size.name, market), str(item.get("effectiveStartDate") or "")
         if key not in offers or since > offers[key][0]:  # the newest row of a meter wins

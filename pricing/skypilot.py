@@ -30,6 +30,7 @@ from decimal import Decimal, InvalidOperation
 from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus
+from pricing import interconnect as fabric
 
 AWS_HEADER = (
     "InstanceType",
@@ -274,6 +275,7 @@ def _per_row(
                     memory_gib=row.quantity("MemoryGiB", origin),
                     market=market,
                     hourly_usd=price,
+                    interconnect=fabric.of(cloud.value, row.get("InstanceType")),
                 ),
             )
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpuprov.errors import ConfigError, UnknownGpuError  # noqa: E402
 from gpuprov.models import HOURS_PER_MONTH, Cloud, Market, Offer  # noqa: E402
-from pricing import gpus, skypilot  # noqa: E402
+from pricing import gpus, interconnect, skypilot  # noqa: E402
 from pricing.gpuprov_csv import write_offers  # noqa: E402
 
 SRC = ROOT / "data" / "sources"
@@ -246,6 +246,7 @@ def aws_reserved(on_demand: list[Offer], report: skypilot.ParseReport) -> list[O
                 memory_gib=memory,
                 market=Market.RESERVED_1Y,
                 hourly_usd=Decimal(row["Reserved1y"]),
+                interconnect=interconnect.of("aws", row["InstanceType"]),
             )
         )
     return out

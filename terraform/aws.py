@@ -90,7 +90,8 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
     for itype in types:
         lt = ident(g.label, itype)
         lt_names[itype] = lt
-        doc.add("aws_launch_template", lt, _launch_template(g, itype, tags, spot=single_spot))
+        efa = g.gang and any(a.instance_type == itype and a.interconnect == "efa" for a in g.allocations)
+        doc.add("aws_launch_template", lt, _launch_template(g, itype, tags, spot=single_spot, efa=efa))
 
     if g.gang:
         doc.add(
@@ -186,7 +187,7 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
             )
 
 
-def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool) -> dict[str, Any]:
+def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool, efa: bool = False) -> dict[str, Any]:
     r = ident(g.region)
     body: dict[str, Any] = {
         "name": named("name_prefix", g.workload, g.location, itype, limit=100),
@@ -200,6 +201,18 @@ def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool) 
         "tag_specifications": [{"resource_type": "instance", "tags": tags}],
         "tags": tags,
     }
+    if efa:
+        # a gang on an EFA type: the primary interface is an EFA one (the security groups move
+        # into it; the Auto Scaling group's subnet still applies), in the group's cluster placement group
+        del body["vpc_security_group_ids"]
+        body["network_interfaces"] = [
+            {
+                "device_index": 0,
+                "interface_type": "efa",
+                "security_groups": interp(f"var.aws_security_group_ids_{r}"),
+                "delete_on_termination": True,
+            }
+        ]
     if spot:
         body["instance_market_options"] = {
             "market_type": "spot",

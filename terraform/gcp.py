@@ -93,7 +93,24 @@ def render(plan: PlanDoc) -> CloudDoc:
 def _mig(plan: PlanDoc, g: Group, tpl: Template, name: str, doc: CloudDoc) -> None:
     cap = tpl.by_slot(plan.horizon_hours)
     labels = {"gpuprov-group": slug(g.label), "gpuprov-workload": slug(g.workload)}
-    doc.add("google_compute_instance_template", name, _template(plan, g, tpl, labels))
+    template = _template(plan, g, tpl, labels)
+    if plan.is_gang(g.workload):
+        # a gang's VMs on one low-latency network: a compact placement policy per group (no
+        # vm_count: the group's size follows the windows, and GCE allows COLLOCATED without it)
+        policy = ident(g.label)
+        if policy not in doc.resources.get("google_compute_resource_policy", {}):
+            doc.add(
+                "google_compute_resource_policy",
+                policy,
+                {
+                    "name": named("name_prefix", g.workload, g.zone or "", "compact", limit=40),
+                    "region": g.region,
+                    "description": f"gpuprov: compact placement of gang {g.label}",
+                    "group_placement_policy": {"collocation": "COLLOCATED"},
+                },
+            )
+        template["resource_policies"] = [interp(f"google_compute_resource_policy.{policy}.self_link")]
+    doc.add("google_compute_instance_template", name, template)
     mig: dict[str, Any] = {
         "name": named("name_prefix", g.workload, g.zone or "", tpl.instance_type, tpl.market_tag),
         "base_instance_name": named("name_prefix", g.workload, tpl.instance_type, tpl.market_tag, limit=37),

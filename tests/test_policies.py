@@ -99,6 +99,14 @@ def _write(tmp_path: Path, text: str) -> str:
         ),
         ("workloads: [training]", "workloads: must be a mapping"),
         ("workloads: {training: {}\n", "line"),
+        (
+            "workloads: {training: {interconnect: nvlink}}\nschedule: {default: {training: 8}}",
+            "workloads.training.interconnect: must be one of: any, efa, rdma, infiniband",
+        ),
+        (
+            "workloads: {training: {interconnect: [efa]}}\nschedule: {default: {training: 8}}",
+            "workloads.training.interconnect: must be one of",
+        ),
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -175,3 +183,72 @@ schedule: {default: {training: 10, inference: "25%"}}
     )
     d = demand_slots(pol, 40)
     assert d["training"] == (10,) * 24 and d["inference"] == (10,) * 24
+
+
+@pytest.mark.parametrize(
+    ("fabric", "accepted"),
+    [
+        ("any", None),
+        ("efa", {"efa"}),
+        ("infiniband", {"infiniband"}),
+        ("rdma", {"efa", "infiniband", "GPUDirect-RDMA"}),
+    ],
+)
+def test_interconnect_restricts_a_workload_to_offers_that_have_it(
+    tmp_path: Path, fabric: str, accepted: set[str] | None
+) -> None:
+    from gpuprov.optimizer.problem import eligible
+    from policies import constraints
+    from tests.plans import bundled
+
+    text = (
+        "workloads:\n"
+        f"  training: {{node_gpus: 8, gang: true, interconnect: {fabric}}}\n"
+        "  inference: {}\n"
+        "schedule: {default: {training: 8, inference: 8}}\n"
+    )
+    pol = loader.load(_write(tmp_path, text))
+    training, inference = sorted(constraints.workloads(pol), key=lambda w: w.name != "training")
+    assert training.interconnect == (None if accepted is None else tuple(sorted(accepted)))
+    assert inference.interconnect is None
+    offers, _ = bundled()
+    eights = [o for o in offers if o.gpus_per_instance == 8 and o.gpu_fraction is None]
+    for o in eights:
+        assert eligible(o, training) == (accepted is None or o.interconnect in accepted), o.instance_type
+        assert eligible(o, inference)
+
+
+def test_the_bundle_names_efa_and_infiniband_from_the_instance_specs() -> None:
+    from pricing import interconnect
+    from tests.plans import bundled
+
+    offers, _ = bundled()
+    by_type = {(o.cloud.value, o.instance_type): o.interconnect for o in offers}
+    assert by_type[("aws", "p5.48xlarge")] == by_type[("aws", "p4d.24xlarge")] == "efa"
+    assert by_type[("aws", "p3.16xlarge")] is None and by_type[("aws", "g5.xlarge")] is None
+    assert by_type[("azure", "Standard_ND96isr_H100_v5")] == "infiniband"
+    assert by_type[("azure", "Standard_ND96asr_v4")] == by_type[("azure", "Standard_NC24rs_v3")] == "infiniband"
+    assert by_type[("azure", "Standard_NC24ads_A100_v4")] is None
+    for (cloud, itype), value in by_type.items():
+        if cloud in ("aws", "azure"):
+            assert value == interconnect.of(cloud, itype)
+
+
+def test_a_plan_for_an_rdma_gang_places_it_on_rdma_offers(tmp_path: Path) -> None:
+    from gpuprov import planning
+    from tests.plans import bundled
+
+    text = (
+        "gpu: a100\ngpus: 64\n"
+        "workloads:\n  training: {node_gpus: 8, gang: true, interconnect: rdma}\n  inference: {}\n"
+        "schedule: {default: {training: 50%, inference: 50%}}\n"
+    )
+    pol = loader.load(_write(tmp_path, text))
+    from pricing.gpus import resolve
+
+    spec = planning.policy_spec(pol, resolve("a100"), "cbc", 0.01, 60.0)
+    offers, _ = bundled()
+    solved = planning.run(planning.request_from_spec(spec, offers))
+    used = [a.offer for a in solved.plan.allocations if a.workload == "training"]
+    used += [r.offer for r in solved.plan.reservations if r.gpus_used_by_slot.get("training")]
+    assert used and all(o.interconnect in ("efa", "infiniband", "GPUDirect-RDMA") for o in used)

@@ -49,6 +49,7 @@ def make(
                 image=cfg.aws.get("image"),
                 subnets=cfg.aws.get("subnets"),
                 key_name=cfg.aws.get("key_name"),
+                security_groups=cfg.aws.get("security_groups") or (),
             )
         elif cloud is Cloud.GCP:
             from provisioner.drivers.gcp import GcpDriver

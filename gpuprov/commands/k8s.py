@@ -1,4 +1,5 @@
-"""``gpuprov k8s PLAN --out DIR`` (Karpenter node pools, Kueue queues) and ``gpuprov k8s --check DIR``."""
+"""``gpuprov k8s PLAN --out DIR`` (Karpenter node pools, Kueue queues, window CronJobs),
+``gpuprov k8s --check DIR`` and ``gpuprov k8s apply-window PLAN --window NAME``."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _check(folder: Path) -> list[str]:
 def register(app: typer.Typer) -> None:
     @app.command()
     def k8s(
-        plan: str = typer.Argument(None, help="saved plan id (see gpuprov plans) or a plan JSON file"),
+        plan: str = typer.Argument(None, help="saved plan id (see gpuprov plans) or a plan JSON file; or apply-window"),
+        target: str = typer.Argument(None, help="with apply-window: the plan", show_default=False),
         out: str = typer.Option(None, "--out", help="directory to write the YAML into (replaced whole)"),
         check: str = typer.Option(None, "--check", help="validate a directory of YAML against the real schemas"),
         nodes: str = typer.Option("karpenter", "--nodes", help="karpenter or none"),
@@ -38,8 +40,29 @@ def register(app: typer.Typer) -> None:
         cluster: str = typer.Option("gpuprov", "--cluster", help="the karpenter.sh/discovery tag value"),
         role: str = typer.Option("KarpenterNodeRole-gpuprov", "--role", help="the nodes' IAM role"),
         at: str = typer.Option(None, "--at", help="render the quotas of the window in force then (default: now)"),
+        windows: str = typer.Option(
+            "files", "--windows", help="files (windows/<name>/ to apply by hand) or cronjob (also a CronJob per edge)"
+        ),
+        image: str = typer.Option(None, "--image", help="with --windows cronjob: the gpuprov image, pinned"),
+        sa_annotation: list[str] = typer.Option(
+            None, "--service-account-annotation", help="KEY=VALUE on the window CronJobs' ServiceAccount"
+        ),
+        window: str = typer.Option(None, "--window", help="with apply-window: the window to put in force"),
+        kubeconfig: str = typer.Option(None, "--kubeconfig", help="with apply-window (default: in-cluster or ~/.kube)"),
+        context: str = typer.Option(None, "--context", help="with apply-window: the kubeconfig context"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="with apply-window: print the patches, send nothing"),
     ) -> None:
-        """Kubernetes objects that place pods as the plan says: Karpenter NodePools, Kueue queues."""
+        """Kubernetes objects that place pods as the plan says: Karpenter NodePools, Kueue queues.
+
+        gpuprov k8s apply-window PLAN --window NAME patches the ClusterQueues' quotas and the
+        NodePools' GPU limits to that window's values (what the window CronJobs run)."""
+        if nodes not in ("karpenter", "none") or queues not in ("kueue", "none"):
+            raise UsageError("--nodes takes karpenter or none, --queues kueue or none")
+        if plan == "apply-window":
+            _apply_window(target, window, nodes == "karpenter", queues == "kueue", kubeconfig, context, dry_run)
+            return
+        if target is not None or window is not None:
+            raise UsageError("a second argument and --window go with apply-window only")
         if check is not None:
             if plan is not None or out is not None:
                 raise UsageError("--check takes only a directory")
@@ -55,8 +78,15 @@ def register(app: typer.Typer) -> None:
             return
         if plan is None or out is None:
             raise UsageError("give a PLAN and --out DIR (or --check DIR)")
-        if nodes not in ("karpenter", "none") or queues not in ("kueue", "none"):
-            raise UsageError("--nodes takes karpenter or none, --queues kueue or none")
+        if windows not in ("files", "cronjob"):
+            raise UsageError("--windows takes files or cronjob")
+        if windows == "cronjob":
+            from gpuprov.emit import check_image
+
+            image = check_image(image, "--windows cronjob")
+        elif image is not None or sa_annotation:
+            raise UsageError("--image and --service-account-annotation go with --windows cronjob")
+        annotations = _annotations(sa_annotation)
         from k8s.render import DNS1123
 
         for ns in common.split(namespace):
@@ -73,9 +103,11 @@ def register(app: typer.Typer) -> None:
             if when.tzinfo is None:
                 raise UsageError("--at needs a UTC offset")
         from gpuprov.commands.terraform import _load_plan
-        from k8s.render import Params, dump, gcp_note, render
+        from k8s.render import Params, dump, edges, gcp_note, render, window_cronjobs
 
         doc = _load_plan(plan)
+        if windows == "cronjob" and not edges(doc):
+            raise UsageError(f"plan {doc.plan_id} has no window edges: its quotas never change, nothing to schedule")
         params = Params(
             cluster=cluster,
             node_role=role,
@@ -84,6 +116,8 @@ def register(app: typer.Typer) -> None:
             queues=queues == "kueue",
         )
         files = render(doc, params, when)
+        if windows == "cronjob" and image is not None:
+            files = dict(sorted({**files, **window_cronjobs(doc, image, params, annotations)}.items()))
         target = Path(out)
         if target.exists() and not target.is_dir():
             raise UsageError(f"--out {names.show(out, 80)} is a file")
@@ -124,3 +158,48 @@ def register(app: typer.Typer) -> None:
             f"plan {doc.plan_id}: {sum(len(d) for d in files.values())} objects in {len(files)} files, "
             "schema check passed"
         )
+
+
+def _annotations(pairs: list[str] | None) -> dict[str, str]:
+    from gpuprov.emit import ANNOTATION_KEY
+
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not ANNOTATION_KEY.fullmatch(key) or len(value) > 1024 or any(ord(c) < 32 for c in value):
+            raise UsageError(f"--service-account-annotation: {names.show(pair, 60)} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _apply_window(
+    plan: str | None,
+    window: str | None,
+    nodes: bool,
+    queues: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    dry_run: bool,
+) -> None:
+    if not plan or not window:
+        raise UsageError("apply-window takes a PLAN and --window NAME")
+    from gpuprov.commands.terraform import _load_plan
+    from k8s.render import Params, find_window, window_patches
+
+    doc = _load_plan(plan)
+    w = find_window(doc, window)
+    if w is None:
+        known = ", ".join(x.name for x in doc.windows) or "none"
+        raise UsageError(f"plan {doc.plan_id} has no window {names.show(window, 60)} (windows: {known})")
+    patches = window_patches(doc, w, Params(nodes=nodes, queues=queues))
+    if dry_run:
+        import json
+
+        for p in patches:
+            typer.echo(f"PATCH {p.plural}.{p.group}/{p.name} {json.dumps(p.body, sort_keys=True)}")
+        return
+    from k8s.apply import api_client, apply
+
+    for line in apply(patches, api_client(kubeconfig, context)):
+        typer.echo(line)
+    typer.echo(f"plan {doc.plan_id}: window {w.name} in force ({len(patches)} objects patched)")

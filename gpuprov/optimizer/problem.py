@@ -226,8 +226,10 @@ class PlanRequest:
 
 def eligible(offer: Offer, workload: Workload) -> bool:
     """Whether w may use o: whole GPUs only (a fractional size is never counted as a GPU), of
-    w's node size where it has one."""
+    w's node size where it has one, with one of the interconnects w accepts where it names them."""
     if offer.gpu_fraction is not None or offer.gpus_per_instance < 1:
+        return False
+    if workload.interconnect is not None and offer.interconnect not in workload.interconnect:
         return False
     return workload.node_gpus is None or offer.gpus_per_instance == workload.node_gpus
 

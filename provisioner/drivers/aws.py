@@ -97,6 +97,7 @@ class AwsDriver:
         subnets: dict[str, str] | None = None,
         key_name: str | None = None,
         session: Any = None,
+        security_groups: Sequence[str] = (),
         max_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -106,6 +107,7 @@ class AwsDriver:
         self.image = image
         self.subnets = subnets or {}  # zone id or name -> subnet id
         self.key_name = key_name
+        self.security_groups = list(security_groups)
         self._session = session or boto3.session.Session()
         self._config = config(retries={"mode": "standard", "max_attempts": max_attempts}, user_agent_extra="gpuprov")
         self._once = config(retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra="gpuprov")
@@ -285,10 +287,15 @@ class AwsDriver:
             }
         subnet = self.subnets.get(request.zone or "") or (self.subnets.get(zone) if zone else None)
         if subnet:
-            interface: dict[str, Any] = {"DeviceIndex": 0, "SubnetId": subnet}
+            # a gang on an EFA type gets an EFA primary interface in its cluster placement group
+            interface: dict[str, Any] = {"DeviceIndex": 0, "SubnetId": subnet, "DeleteOnTermination": True}
+            if self.security_groups:
+                interface["Groups"] = self.security_groups  # with NetworkInterfaces they go here
             if request.placement_group and self._supports_efa(request.region, request.instance_type):
                 interface["InterfaceType"] = "efa"
             params["NetworkInterfaces"] = [interface]
+        elif self.security_groups:
+            params["SecurityGroupIds"] = self.security_groups
         if self.key_name:
             params["KeyName"] = self.key_name
         token_filter = [{"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]

@@ -133,6 +133,16 @@ def instance_name(token: str) -> str:
     return f"gpuprov-{digest}"
 
 
+def policy_name(placement_group: str) -> str:
+    """A resource policy name for a gang's placement group: [a-z][-a-z0-9]* (at most 63), the
+    group's name where it already is one, else a readable prefix and a digest of it."""
+    if _NAME.fullmatch(placement_group):
+        return placement_group
+    text = re.sub(r"[^a-z0-9-]+", "-", placement_group.lower()).strip("-")[:40].rstrip("-") or "gpuprov"
+    digest = hashlib.sha256(placement_group.encode()).hexdigest()[:12]
+    return f"{text if text[0].isalpha() else 'g-' + text}-{digest}"
+
+
 def _labels(tags: dict[str, str]) -> dict[str, str]:
     return {_sanitize(k, _LABEL_KEY, 63): label_value(v) for k, v in tags.items()}
 
@@ -287,12 +297,52 @@ class GcpDriver:
         self.boot_disk_type = boot_disk_type
         self._credentials = credentials
         self._instances: Any = None
+        self._policies: Any = None
+        self._placed: set[tuple[str, str]] = set()  # (region, name) of compact policies known to exist
 
     # -- SDK plumbing -------------------------------------------------------------------
     def _client(self) -> Any:
         if self._instances is None:
             self._instances = _sdk().InstancesClient(credentials=self._credentials, transport="rest")
         return self._instances
+
+    def _policy_client(self) -> Any:
+        if self._policies is None:
+            self._policies = _sdk().ResourcePoliciesClient(credentials=self._credentials, transport="rest")
+        return self._policies
+
+    def compact_placement(self, region: str, name: str, pool: Pool, what: str) -> str:
+        """The gang's compact placement resource policy (``groupPlacementPolicy.collocation:
+        COLLOCATED``), created if missing: idempotent by name (a GET first, and a concurrent
+        creation's ``alreadyExists`` counts as done). Returns its URL for ``resourcePolicies``."""
+        from google.api_core import exceptions as gexc
+
+        compute_v1 = _sdk()
+        name = policy_name(name)
+        link = f"projects/{self.project}/regions/{region}/resourcePolicies/{name}"
+        if (region, name) in self._placed:
+            return link
+        client = self._policy_client()
+        try:
+            client.get(project=self.project, region=region, resource_policy=name, retry=self._retry())
+        except gexc.NotFound:
+            policy = compute_v1.ResourcePolicy(
+                name=name,
+                description="gpuprov: compact placement of one training gang",
+                group_placement_policy=compute_v1.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED"),
+            )
+            insert = compute_v1.InsertResourcePolicyRequest(
+                project=self.project, region=region, request_id=str(uuid.uuid4()), resource_policy_resource=policy
+            )
+            try:
+                lro = client.insert(request=insert, retry=self._retry())
+            except gexc.Conflict as exc:
+                if "alreadyExists" not in _codes(exc):
+                    raise
+            else:
+                self._wait(lro, pool, f"{what}: resource policy {name}", ignore=frozenset({"alreadyExists"}))
+        self._placed.add((region, name))
+        return link
 
     def _retry(self) -> Any:
         from google.api_core import retry
@@ -360,6 +410,8 @@ class GcpDriver:
                 lro = self._delete(zone, name)
                 if lro is not None:
                     self._wait(lro, pool, what, ignore=NOT_FOUND_CODES)
+            if request.placement_group:
+                self.compact_placement(request.region, request.placement_group, pool, what)
             self._insert(request, zone, name, pool, what)
             created = self._get(zone, name)
         if created is None:
@@ -479,7 +531,7 @@ class GcpDriver:
             ]
         if request.placement_group:
             instance.resource_policies = [
-                f"projects/{self.project}/regions/{request.region}/resourcePolicies/{request.placement_group}"
+                f"projects/{self.project}/regions/{request.region}/resourcePolicies/{policy_name(request.placement_group)}"
             ]
         return instance
 

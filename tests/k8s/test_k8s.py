@@ -160,9 +160,18 @@ def _name(text: str) -> str:
 
 
 def test_windows_cover_the_week() -> None:
+    from k8s.render import periods, window_slots
+
     doc = planned("weekday_weekend")
     files = render(doc, Params(), AT)
+    found = periods(doc)
     assert sorted(k for k in files if k.startswith("windows/")) == sorted(
-        f"windows/{_name(w.name)}/clusterqueues.yaml" for w in doc.windows
+        f"windows/{_name(w.name)}/clusterqueues.yaml" for w in found
     )
     assert len(doc.windows) == 11  # weekday days (5), weekday nights (4), weekend days (2)
+    # and the policy's default schedule where no window is: Monday 00-08 and Friday 20-24
+    assert [(w.name, w.start_slot, w.end_slot) for w in found if w not in doc.windows] == [
+        ("default-1", 0, 8),
+        ("default-2", 116, 120),
+    ]
+    assert sorted(t for w in found for t in window_slots(doc, w)) == list(range(168))

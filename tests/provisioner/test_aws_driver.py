@@ -209,3 +209,39 @@ class TestAwsContract(DriverContract):
     @pytest.fixture
     def driver(self, aws: None) -> Iterator[Driver]:
         yield make_driver()
+
+
+def test_an_efa_gang_launches_with_an_efa_interface_in_the_subnet_and_groups(aws: None) -> None:
+    """moto 5 accepts InterfaceType efa and placement group names on run_instances (it implements
+    no placement groups: create_placement_group is faked here); the request shape is what the
+    test asserts, as botocore serialised it."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZoneId="use1-az1")["Subnet"]["SubnetId"]
+    sg = ec2.create_security_group(GroupName="efa", Description="efa", VpcId=vpc)["GroupId"]
+    d = make_driver(subnets={"use1-az1": subnet}, security_groups=[sg])
+    sent: list[dict[str, Any]] = []
+    d.launcher("us-east-1").meta.events.register(
+        "before-parameter-build.ec2.RunInstances", lambda params, **_: sent.append(params)
+    )
+    d.client("us-east-1").meta.events.register(
+        "before-call.ec2.CreatePlacementGroup",
+        lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}),
+    )
+    base = dict(cloud=Cloud.AWS, region="us-east-1", zone="use1-az1", owner="fleet-a", plan_id="p", workload="training")
+    gang = d.launch(
+        LaunchRequest(
+            **base, instance_type="p4d.24xlarge", market=Market.ON_DEMAND, token="efa1", placement_group="pg-train"
+        )
+    )
+    assert sent[0]["NetworkInterfaces"] == [
+        {"DeviceIndex": 0, "SubnetId": subnet, "DeleteOnTermination": True, "Groups": [sg], "InterfaceType": "efa"}
+    ]
+    assert sent[0]["Placement"]["GroupName"] == "pg-train" and "SecurityGroupIds" not in sent[0]
+    assert gang.state in ("pending", "running")
+    # no gang (no placement group), or a type without EFA: a plain interface
+    d.launch(LaunchRequest(**base, instance_type="p4d.24xlarge", market=Market.ON_DEMAND, token="plain1"))
+    d.launch(
+        LaunchRequest(**base, instance_type="g5.xlarge", market=Market.ON_DEMAND, token="noefa1", placement_group="pg")
+    )
+    assert [s["NetworkInterfaces"][0].get("InterfaceType") for s in sent[1:]] == [None, None]

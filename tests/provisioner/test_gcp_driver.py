@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -390,3 +391,91 @@ def test_n1_hosts_get_their_gpus_attached(gce: FakeGce) -> None:
     ]
     make_driver().launch(request(market=Market.SPOT, token="5" * 24))  # an a2 type: GPUs built in
     assert "guestAccelerators" not in gce.inserted[1]
+
+
+# -- compact placement for gangs -----------------------------------------------------------------
+POLICIES = f"https://compute.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/resourcePolicies"
+
+
+def _policy_op(status: str) -> dict[str, Any]:
+    return {
+        "kind": "compute#operation",
+        "id": "5512",
+        "name": "operation-rp-1",
+        "region": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1",
+        "operationType": "insert",
+        "targetLink": f"{POLICIES}/gpuprov-team-ml-train-us-central1-a",
+        "status": status,
+        "progress": 100 if status == "DONE" else 0,
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/operations/operation-rp-1",
+    }
+
+
+@pytest.fixture
+def gce_and_mock() -> Iterator[tuple[FakeGce, responses.RequestsMock]]:
+    fake = FakeGce(PROJECT)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        fake.install(rsps)
+        yield fake, rsps
+
+
+def test_a_gang_gets_a_compact_placement_policy_created_once_then_reused(
+    gce_and_mock: tuple[FakeGce, responses.RequestsMock],
+) -> None:
+    gce, rsps = gce_and_mock
+    group = "gpuprov-team-ml-train-us-central1-a"
+    calls: list[tuple[str, str, Any]] = []
+    created: dict[str, Any] = {}
+
+    def get_policy(req: Any) -> Any:
+        calls.append(("GET", urlsplit(req.url).path, None))
+        if created:
+            return (200, {}, json.dumps(created))
+        return (
+            404,
+            {},
+            json.dumps({"error": {"code": 404, "message": "not found", "errors": [{"reason": "notFound"}]}}),
+        )
+
+    def insert_policy(req: Any) -> Any:
+        body = json.loads(req.body)
+        calls.append(("POST", urlsplit(req.url).path, body))
+        created.update(body)
+        return (200, {}, json.dumps(_policy_op("RUNNING")))
+
+    def poll(req: Any) -> Any:
+        calls.append(("GET", urlsplit(req.url).path, None))
+        return (200, {}, json.dumps(_policy_op("DONE")))
+
+    rsps.add_callback(responses.GET, re.compile(re.escape(f"{POLICIES}/{group}") + r"(\?.*)?$"), get_policy)
+    rsps.add_callback(responses.POST, re.compile(re.escape(POLICIES) + r"(\?.*)?$"), insert_policy)
+    rsps.add_callback(
+        responses.GET,
+        re.compile(rf"https://compute.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/operations/.*"),
+        poll,
+    )
+    driver = make_driver()
+    for i in range(2):
+        driver.launch(request(token=f"{i}" * 24, market=Market.ON_DEMAND, placement_group=group))
+    posts = [c for c in calls if c[0] == "POST"]
+    assert len(posts) == 1
+    assert posts[0][2] == {
+        "name": group,
+        "description": "gpuprov: compact placement of one training gang",
+        "groupPlacementPolicy": {"collocation": "COLLOCATED"},
+    }
+    assert [c[1].rsplit("/", 2)[-2:] for c in calls][:1] == [["resourcePolicies", group]]  # looked up first
+    link = f"projects/{PROJECT}/regions/us-central1/resourcePolicies/{group}"
+    assert [b.get("resourcePolicies") for b in gce.inserted] == [[link], [link]]
+    # another driver (another run): the policy exists, so it is only looked up
+    calls.clear()
+    make_driver().launch(request(token="2" * 24, market=Market.ON_DEMAND, placement_group=group))
+    assert [c[0] for c in calls] == ["GET"]
+
+
+def test_placement_group_names_become_valid_policy_names() -> None:
+    from provisioner.drivers.gcp import policy_name
+
+    assert policy_name("gpuprov-team-ml-train-us-central1-a") == "gpuprov-team-ml-train-us-central1-a"
+    odd = policy_name("gpuprov-Team_ML-train-us-central1-a")
+    assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", odd) and odd != policy_name("gpuprov-team-ml-x")

@@ -335,3 +335,21 @@ def test_allocation_order_does_not_matter() -> None:
 def test_gcp_capacity_needs_a_zone() -> None:
     with pytest.raises(PlanFormatError, match="GCP allocations need a zone"):
         render_plan(plan([alloc("gcp", "spot", [1] * 24, region="us-central1", zone=None, itype="g2-standard-4")]))
+
+
+def test_gcp_gangs_get_a_compact_placement_policy_on_every_template() -> None:
+    from terraform.plan import read_plan
+    from terraform.render import render_plan
+    from tests.plans import planned
+
+    doc = planned("weekday_weekend")
+    gcp = render_plan(doc)["gcp.tf.json"]["resource"]
+    policies = gcp["google_compute_resource_policy"]
+    assert policies and all(p["group_placement_policy"] == {"collocation": "COLLOCATED"} for p in policies.values())
+    plan = read_plan(doc)
+    for tpl in gcp["google_compute_instance_template"].values():
+        gang = plan.is_gang(tpl["labels"]["gpuprov-workload"])
+        refs = tpl.get("resource_policies", [])
+        assert (len(refs) == 1) == gang
+        if gang:
+            assert refs[0].removeprefix("${google_compute_resource_policy.").split(".")[0] in policies
