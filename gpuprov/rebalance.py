@@ -31,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
-from gpuprov import planning
-from gpuprov.errors import GpuprovError, StateError
+from gpuprov import fleet, planning
+from gpuprov.errors import GpuprovError, ProvisioningError, StateError
 from gpuprov.models import Cloud, Offer, SnapshotInfo
 from gpuprov.plandoc import PlanDocument, WorkloadSpec
 from gpuprov.store.lease import Leases
@@ -228,8 +228,13 @@ def _pass(
         world.refresh()
         snapshots = world.snapshots()
     guard()
-    actual = [h for d in world.drivers.values() for h in d.describe(settings.owner)]
-    world.state.settle(settings.owner, {h.token for h in actual}, clock.now())
+    actual, unasked = fleet.observe(world.drivers, world.state, settings.owner, clock.now(), doc)
+    if unasked:
+        raise ProvisioningError(
+            "could not ask "
+            + ", ".join(f"{c.value} ({why})" for c, why in sorted(unasked.items()))
+            + " what the fleet runs; the pass changes nothing"
+        )
     slot = planning.slot_at(doc, started + settings.lead)
     offers = world.offers(doc.request.gpu_names)
     incumbent: dict[tuple[str, str, str, str, str], int] = defaultdict(int)
@@ -300,18 +305,14 @@ def _pass(
             str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
             str(saving.quantize(Decimal("0.01"))),
         )
-    engine.execute(
+    fleet.execute(
         limited,
         world.drivers,
         world.state,
         settings.owner,
         clock.now,
-        budget_per_hour=settings.budget_per_hour,
-        max_launch=settings.max_launch,
-        before_call=guard,
+        fleet.Guards(before_call=guard, budget_per_hour=settings.budget_per_hour, max_launch=settings.max_launch),
     )
-    after = [h for drv in world.drivers.values() for h in drv.describe(settings.owner)]
-    world.state.mirror(settings.owner, after, clock.now())
     rec = PassRecord(
         settings.owner,
         started,

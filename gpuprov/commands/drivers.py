@@ -10,14 +10,14 @@ can see. What could not be asked is reported, never taken for "nothing runs ther
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from gpuprov.config import Config
-from gpuprov.errors import ConfigError, GpuprovError, MissingExtraError
+from gpuprov.errors import ConfigError, MissingExtraError
 from gpuprov.models import Cloud
-from provisioner.base import Driver, InstanceHandle
+from provisioner.base import Driver
 
 FAKE_ENV = "GPUPROV_FAKE_CLOUD"
 
@@ -132,15 +132,3 @@ def for_fleet(
                 raise
             skipped[cloud] = exc.message
     return drivers, skipped
-
-
-def describe_all(drivers: Mapping[Cloud, Driver], owner: str) -> tuple[list[InstanceHandle], dict[Cloud, str]]:
-    """What every driver says the fleet runs, and the clouds that could not be asked (and why)."""
-    found: list[InstanceHandle] = []
-    failed: dict[Cloud, str] = {}
-    for cloud, driver in sorted(drivers.items()):
-        try:
-            found += [h for h in driver.describe(owner) if h.owner == owner]
-        except GpuprovError as exc:
-            failed[cloud] = exc.message
-    return found, failed

@@ -17,7 +17,6 @@ from gpuprov import names
 from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import (
-    CapacityError,
     ConfigError,
     InfeasibleError,
     PlanFormatError,
@@ -190,51 +189,47 @@ def register(app: typer.Typer) -> None:
         drivers, skipped = _fleet(cfg, who, [doc], state)
         out_console = common.console()
         if not yes:
-            actual, failed = driver_factory.describe_all(drivers, who)
-            _must_answer(doc, failed)
+            from gpuprov import fleet as service
+
+            actual, failed = service.describe(drivers, who)
+            service.must_answer(doc, failed)
             d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
             _report(fmt, doc, at, d, dry=True, console=out_console)
             _fail_if_unasked(failed, skipped, "the diff leaves out")
             return
-        tried: list[str] = []
+        from gpuprov import fleet as service
+
+        def replanned(current: PlanDocument, tried: Sequence[str]) -> PlanDocument:
+            new = _replan(current, state, list(tried))
+            PlanStore().save(new)
+            clouds2, regions2, zones2 = scope([new], [])
+            for c in clouds2 - set(drivers):
+                drivers.update(driver_factory.make({c}, regions2, zones2, cfg))
+            return new
+
         with FleetLock(Leases(), who, "gpuprov apply", patience) as lock:
-            for _attempt in range(MAX_FAILOVERS + 1):
-                lock.guard()
-                actual, failed = driver_factory.describe_all(drivers, who)
-                _must_answer(doc, failed)
-                state.settle(who, {h.token for h in actual}, common.now())
-                state.mirror(who, actual, common.now())
-                d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
-                try:
-                    engine.execute(
-                        d,
-                        drivers,
-                        state,
-                        who,
-                        common.now,
-                        budget_per_hour=cap,
-                        max_launch=limit,
-                        fault=_fault(),
-                        before_call=lock.guard,
-                        concurrency=concurrency,
-                    )
-                except CapacityError as exc:
-                    ttl = timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes))
-                    state.mark_unavailable(exc.pool, common.now() + ttl, exc.message)
-                    tried.append(f"{'/'.join(exc.pool)}: {exc.message}")
-                    common.warn(f"{exc.message}; planning again without that pool")
-                    doc = _replan(doc, state, tried)
-                    PlanStore().save(doc)
-                    clouds2, regions2, zones2 = scope([doc], [])
-                    for c in clouds2 - set(drivers):
-                        drivers.update(driver_factory.make({c}, regions2, zones2, cfg))
-                    continue
-                final, _ = driver_factory.describe_all(drivers, who)
-                state.mirror(who, final, common.now())
-                _report(fmt, doc, at, d, dry=False, console=out_console)
-                _fail_if_unasked(failed, skipped, "apply left alone whatever runs in")
-                return
-        raise ProvisioningError(f"gave up after {MAX_FAILOVERS} capacity failovers: " + "; ".join(tried))
+            done = service.reconcile(
+                doc,
+                lambda _doc: at,
+                drivers,
+                state,
+                who,
+                common.now,
+                service.Guards(
+                    before_call=lock.guard,
+                    budget_per_hour=cap,
+                    max_launch=limit,
+                    concurrency=concurrency,
+                    fault=_fault(),
+                ),
+                known_plans=_plans_of,
+                replan=replanned,
+                unavailable_for=timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes)),
+                max_failovers=MAX_FAILOVERS,
+                on_failover=lambda message: common.warn(f"{message}; planning again without that pool"),
+            )
+        _report(fmt, done.plan, at, done.diff, dry=False, console=out_console)
+        _fail_if_unasked(done.unasked, skipped, "apply left alone whatever runs in")
 
     @app.command()
     def status(
@@ -258,7 +253,7 @@ def register(app: typer.Typer) -> None:
             handles = mirrored
         else:
             drivers, skipped = _fleet(cfg, who, [], state)
-            handles, failed = driver_factory.describe_all(drivers, who)
+            handles, failed = _describe(drivers, who)
             if not failed:
                 state.mirror(who, handles, common.now())
         plans: dict[str, PlanDocument | None] = {}
@@ -402,18 +397,18 @@ def register(app: typer.Typer) -> None:
                 hint="configure the clouds the fleet runs in (see gpuprov/config.py)",
             )
         if not yes:
-            actual, failed = driver_factory.describe_all(drivers, who)
+            actual, failed = _describe(drivers, who)
             doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
             out.print(f"would terminate {len(doomed)} instances of fleet {who}; pass --yes to do it")
             _fail_if_unasked(failed, skipped, "the count leaves out")
             return
         with FleetLock(Leases(), who, "gpuprov destroy", patience) as lock:
             lock.guard()
-            actual, failed = driver_factory.describe_all(drivers, who)
+            actual, failed = _describe(drivers, who)
             doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
             d = Diff(plan_id=docs[0].plan_id if docs else "destroy", slot=0, terminate=doomed)
             execute(d, drivers, state, who, common.now, max_launch=0, fault=_fault(), before_call=lock.guard)
-            remaining, failed_after = driver_factory.describe_all(drivers, who)
+            remaining, failed_after = _describe(drivers, who)
             failed = {**failed, **failed_after}
             if not failed:
                 state.mirror(who, remaining, common.now())
@@ -426,14 +421,10 @@ def register(app: typer.Typer) -> None:
         _fail_if_unasked(failed, skipped, "destroy could not end what runs in")
 
 
-def _must_answer(doc: PlanDocument, failed: Mapping[Cloud, str]) -> None:
-    """Apply needs every cloud of its plan to answer before it changes anything."""
-    for a in doc.placements():
-        cloud = Cloud(a.cloud)
-        if cloud in failed:
-            raise ProvisioningError(
-                f"could not ask {cloud.value} what the fleet runs: {failed[cloud]}", hint="nothing was changed"
-            )
+def _describe(drivers: Mapping[Cloud, Any], who: str) -> tuple[list[Any], dict[Cloud, str]]:
+    from gpuprov import fleet as service
+
+    return service.describe(drivers, who)
 
 
 def _fail_if_unasked(failed: Mapping[Cloud, str], skipped: Mapping[Cloud, str], what: str) -> None:
