@@ -94,7 +94,7 @@ class ProvisioningError(GpuprovError):
 class CapacityError(ProvisioningError):
     """The cloud has no capacity for this pool now; ``pool`` is (cloud, zone, instance type, market)."""
 
-    def __init__(self, message: str, pool: tuple[str, str, str, str], hint: str | None = None) -> None:
+    def __init__(self, message: str, pool: tuple[str, str, str, str], hint: str | None = None) -> None:  # a Site
         super().__init__(message, hint)
         self.pool = pool
 

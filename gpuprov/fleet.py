@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from gpuprov.errors import CapacityError, GpuprovError, ProvisioningError
-from gpuprov.models import Cloud, InstanceHandle
+from gpuprov.models import Cloud, InstanceHandle, Site
 from gpuprov.plandoc import PlanDocument
 from provisioner import apply as engine
 from provisioner.base import Driver
@@ -59,7 +59,7 @@ class FleetState(engine.Journal, Protocol):
 
     def mirror(self, owner: str, handles: Sequence[InstanceHandle], when: datetime) -> None: ...
 
-    def mark_unavailable(self, pool: tuple[str, str, str, str], until: datetime, reason: str) -> None: ...
+    def mark_unavailable(self, pool: Site, until: datetime, reason: str) -> None: ...
 
 
 Replan = Callable[[PlanDocument, Sequence[str]], PlanDocument]
@@ -161,7 +161,7 @@ def reconcile(
         except CapacityError as exc:
             if replan is None:
                 raise
-            state.mark_unavailable(exc.pool, clock() + unavailable_for, exc.message)
+            state.mark_unavailable(Site(*exc.pool), clock() + unavailable_for, exc.message)
             tried.append(f"{'/'.join(exc.pool)}: {exc.message}")
             if on_failover is not None:
                 on_failover(exc.message)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 HOURS_PER_MONTH = Decimal(730)
 # Expected interruptions per instance-hour on spot, by cloud, used by plans from flags and
@@ -37,6 +37,81 @@ class Market(StrEnum):
     @property
     def is_reserved(self) -> bool:
         return self in (Market.RESERVED_1Y, Market.RESERVED_3Y)
+
+
+class Site(NamedTuple):
+    """Where capacity can be refused: a cloud's location (zone, or region where regional), an
+    instance type and a market. The key of pools marked unavailable and of reservations held."""
+
+    cloud: str
+    location: str
+    instance_type: str
+    market: str
+
+
+class PoolKey(NamedTuple):
+    """One purchasable pool: cloud, region, zone ("" where the price is regional), instance type,
+    market. A tuple, so it compares and hashes like the plain tuples stored before it."""
+
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    market: str
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud, self.location, self.instance_type, self.market)
+
+    def with_workload(self, workload: str) -> WorkloadPool:
+        return WorkloadPool(self.cloud, self.region, self.zone, self.instance_type, self.market, workload)
+
+
+class WorkloadPool(NamedTuple):
+    """A pool serving one workload: what makes two instances interchangeable."""
+
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    market: str
+    workload: str
+
+    @property
+    def key(self) -> PoolKey:
+        return PoolKey(self.cloud, self.region, self.zone, self.instance_type, self.market)
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+
+class SolveStatus(StrEnum):
+    """What the solver proved: the optimum within the gap asked for, or a feasible plan (time limit)."""
+
+    OPTIMAL = "Optimal"
+    FEASIBLE = "Feasible"
+
+
+class Decision(StrEnum):
+    """What a rebalancing pass decided."""
+
+    ADOPT = "adopt"
+    KEEP = "keep"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class JournalState(StrEnum):
+    """A journalled cloud call: written pending before the call, done or failed after."""
+
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +159,12 @@ class Offer:
         return self.hourly_usd / self.gpus
 
     @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value)
+    def key(self) -> PoolKey:
+        return PoolKey(self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value)
+
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud.value, self.location, self.instance_type, self.market.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +275,8 @@ class InstanceHandle:
     problem: str | None = None  # gpuprov tags that did not parse (the instance is still owned)
 
     @property
-    def pool(self) -> tuple[str, str, str, str, str, str]:
+    def pool(self) -> WorkloadPool:
         """What makes instances interchangeable: cloud, region, zone, type, market, workload."""
-        return (self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload)
+        return WorkloadPool(
+            self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload
+        )

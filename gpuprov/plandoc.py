@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from gpuprov.errors import PlanFormatError
-from gpuprov.models import Market, Workload
+from gpuprov.models import Market, Workload, WorkloadPool
 
 SCHEMA_VERSION = 3
 CYCLE_HOURS = {"constant": 1, "day": 24, "week": 168}
@@ -204,8 +204,8 @@ class Allocation:
         return self.market in TERM_HOURS
 
     @property
-    def pool(self) -> tuple[str, str, str, str, str, str]:
-        return (self.cloud, self.region, self.zone or "", self.instance_type, self.market, self.workload)
+    def pool(self) -> WorkloadPool:
+        return WorkloadPool(self.cloud, self.region, self.zone or "", self.instance_type, self.market, self.workload)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from gpuprov.models import (
     Market,
     Offer,
     Plan,
+    PoolKey,
+    Site,
     SnapshotInfo,
     Workload,
 )
@@ -37,7 +39,7 @@ from gpuprov.optimizer.problem import (
 from gpuprov.optimizer.reduce import usable
 from gpuprov.optimizer.solve import solve
 
-Pool4 = tuple[str, str, str, str]
+Pool4 = Site
 CENT = Decimal("0.01")
 
 
@@ -276,7 +278,7 @@ def request_from_spec(
     """The optimizer's request; ``hours`` (the calendar hour of each slot, ``slot_hours``) dates
     held commitments (without them every held commitment counts in every slot)."""
     offers_ok = [o for o in offers if allowed(spec, o)]
-    caps: dict[tuple[str, str, str, str, str], int] = {}
+    caps: dict[PoolKey, int] = {}
     for o in offers_ok:
         for c in spec.offer_caps:
             pairs = (
@@ -354,7 +356,7 @@ def what_if(
     plan = solved.plan
     fixed: dict[Pool4, int] = {}
     for r in plan.reservations:
-        key = (r.offer.cloud.value, r.offer.location, r.offer.instance_type, r.offer.market.value)
+        key = r.offer.site
         fixed[key] = fixed.get(key, 0) + r.instances
     base = request_for(scaled, offers, context, start)
     slots = base.slots

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from gpuprov import fleet, planning
 from gpuprov.errors import GpuprovError, ProvisioningError, StateError
-from gpuprov.models import Cloud, Offer, SnapshotInfo
+from gpuprov.models import Cloud, Decision, Offer, Site, SnapshotInfo
 from gpuprov.plandoc import PlanDocument, WorkloadSpec
 from gpuprov.store.lease import Leases
 from gpuprov.store.plans import PlanStore
@@ -85,7 +85,7 @@ class World:
     state: StateStore
     fleets: FleetStore
     leases: Leases
-    unavailable: Callable[[datetime], set[tuple[str, str, str, str]]] = field(default=lambda _now: set())
+    unavailable: Callable[[datetime], set[Site]] = field(default=lambda _now: set())
     replan: Callable[..., PlanDocument] | None = None  # None: planning.replan (a backtest memoises the solve)
 
 
@@ -187,7 +187,7 @@ def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str |
             settings.holder,
             -1,
             (),
-            "skipped",
+            Decision.SKIPPED.value,
             "another rebalancer holds this fleet's lease",
         )
         world.fleets.record(rec)
@@ -195,7 +195,9 @@ def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str |
     try:
         return _pass(world, settings, clock, token, started, initial_plan)
     except GpuprovError as exc:
-        rec = PassRecord(settings.owner, started, clock.now(), settings.holder, token, (), "failed", exc.message)
+        rec = PassRecord(
+            settings.owner, started, clock.now(), settings.holder, token, (), Decision.FAILED.value, exc.message
+        )
         world.fleets.record(rec)
         raise
     finally:
@@ -261,21 +263,21 @@ def _pass(
     saving = keep_cost - new_cost
     held_for = started - active[1]
     if candidate.plan_id == doc.plan_id:
-        decision, reason, target, d = "keep", "the plan is unchanged", doc, keep_diff
+        decision, reason, target, d = Decision.KEEP, "the plan is unchanged", doc, keep_diff
     elif saving < settings.min_saving_usd or saving < settings.min_saving_fraction * keep_cost:
-        decision, target, d = "keep", doc, keep_diff
+        decision, target, d = Decision.KEEP, doc, keep_diff
         reason = (
             f"a new plan would save ${saving:.2f} over {doc.horizon_hours} h, under the thresholds "
             f"(${settings.min_saving_usd}, {settings.min_saving_fraction:.0%})"
         )
     elif held_for < settings.hysteresis:
-        decision, target, d = "keep", doc, keep_diff
+        decision, target, d = Decision.KEEP, doc, keep_diff
         reason = (
             f"a new plan would save ${saving:.2f}, but the last change is {held_for} old "
             f"(hysteresis {settings.hysteresis})"
         )
     else:
-        decision, target, d = "adopt", candidate, cand_diff
+        decision, target, d = Decision.ADOPT, candidate, cand_diff
         reason = f"saves ${saving:.2f} over {doc.horizon_hours} h ({saving / keep_cost:.1%}), migrations included"
         if not settings.dry_run:
             world.plans.save(candidate)
@@ -295,7 +297,7 @@ def _pass(
             settings.holder,
             token,
             tuple(s.id for s in snapshots),
-            f"dry-run: {decision}",
+            f"dry-run: {decision.value}",
             reason,
             doc.plan_id,
             target.plan_id,
@@ -320,7 +322,7 @@ def _pass(
         settings.holder,
         token,
         tuple(s.id for s in snapshots),
-        decision,
+        decision.value,
         reason,
         doc.plan_id,
         target.plan_id,
@@ -328,7 +330,7 @@ def _pass(
         len(limited.terminate),
         str(before.quantize(Decimal("0.0001"))),
         str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
-        str(saving.quantize(Decimal("0.01")) if decision == "adopt" else Decimal(0)),
+        str(saving.quantize(Decimal("0.01")) if decision is Decision.ADOPT else Decimal(0)),
     )
     world.fleets.record(rec)
     return rec

@@ -25,11 +25,11 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from gpuprov.errors import GuardError, ProvisioningError, TransientError
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, Market, WorkloadPool
 from gpuprov.plandoc import PlanDocument
 from provisioner.base import Driver, InstanceHandle, LaunchRequest, launch_token
 
-Pool = tuple[str, str, str, str, str, str]
+Pool = WorkloadPool
 LAUNCH_CONCURRENCY = 16  # launches in flight per (cloud, region)
 THROTTLE_PATIENCE_S = 600.0  # how long one launch keeps backing off while the API throttles
 
@@ -88,7 +88,7 @@ class Diff:
 
 
 def pool_of(r: LaunchRequest) -> Pool:
-    return (r.cloud.value, r.region, r.zone or "", r.instance_type, r.market.value, r.workload)
+    return WorkloadPool(r.cloud.value, r.region, r.zone or "", r.instance_type, r.market.value, r.workload)
 
 
 def wanted(doc: PlanDocument, slot: int) -> dict[Pool, Want]:

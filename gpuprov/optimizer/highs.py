@@ -16,6 +16,7 @@ import tempfile
 from typing import Any
 
 from gpuprov.errors import MissingExtraError, SolverError
+from gpuprov.models import SolveStatus
 
 _CHILD = r"""
 import json, sys
@@ -69,7 +70,9 @@ def solve_highs(prob: Any, request: Any) -> tuple[str, float]:
     values = dict(zip(result["names"], result["values"], strict=True))
     for v in variables:
         v.varValue = values.get(v.name, 0.0)
-    status = {"Optimal": "Optimal", "Time limit reached": "Feasible"}.get(result["status"], result["status"])
-    if status == "Feasible" and not values:
+    status = {"Optimal": SolveStatus.OPTIMAL, "Time limit reached": SolveStatus.FEASIBLE}.get(
+        result["status"], result["status"]
+    )
+    if status == SolveStatus.FEASIBLE and not values:
         status = "Not Solved"
     return status, float(result["bound"])

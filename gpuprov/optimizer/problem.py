@@ -99,9 +99,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer, Workload
+from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer, PoolKey, Site, Workload
 
-OfferKey = tuple[str, str, str, str, str]
+OfferKey = PoolKey
+WorkloadSite = tuple[str, str, str, str, str]  # a Site and a workload: what runs now, when rebalancing
 
 
 def family_of(instance_type: str) -> str:
@@ -188,14 +189,14 @@ class PlanRequest:
     gap: float = 0.001
     time_limit_s: float = 60.0
     solver: str = "cbc"
-    unavailable: frozenset[tuple[str, str, str, str]] = frozenset()  # (cloud, location, type, market)
+    unavailable: frozenset[Site] = frozenset()
     # Rebalancing: what runs now, per (cloud, location, type, market, workload); launching beyond it in
     # the current slot costs migration_hours[w] × the new instance's price (boot time, and lost work
     # for training). Reservations held are fixed (a rebalancer buys no commitment).
     current_slot: int | None = None
-    incumbent: Mapping[tuple[str, str, str, str, str], int] = field(default_factory=dict)
+    incumbent: Mapping[WorkloadSite, int] = field(default_factory=dict)
     migration_hours: Mapping[str, Decimal] = field(default_factory=dict)
-    reserved_fixed: Mapping[tuple[str, str, str, str], int] | None = None
+    reserved_fixed: Mapping[Site, int] | None = None
     # Commitments held (paid whether used or not) and Savings Plans the plan may buy.
     held: tuple[Held, ...] = ()
     savings_plan_options: tuple[SavingsPlanOption, ...] = ()

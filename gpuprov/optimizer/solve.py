@@ -19,7 +19,7 @@ from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from gpuprov.errors import InfeasibleError, SolverError
-from gpuprov.models import Allocation, Market, Offer, Plan, Reservation
+from gpuprov.models import Allocation, Market, Offer, Plan, Reservation, SolveStatus
 from gpuprov.optimizer import explain
 from gpuprov.optimizer.problem import (
     PlanRequest,
@@ -182,7 +182,7 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
     objective += _commitments(m, request)
     if request.reserved_fixed is not None:
         for j, o in enumerate(m.resv):
-            held = request.reserved_fixed.get((o.cloud.value, o.location, o.instance_type, o.market.value), 0)
+            held = request.reserved_fixed.get(o.site, 0)
             m.y[j].lowBound, m.y[j].upBound = held, held
     m.prob.setObjective(pulp.LpAffineExpression(objective))
     return m
@@ -362,7 +362,7 @@ def solve(request: PlanRequest) -> Plan:
     explain.raise_if_obviously_infeasible(request, offers)
     model = build(request, offers)
     status, bound = _run(model.prob, request)
-    if status not in ("Optimal", "Feasible"):
+    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         raise explain.infeasible(request, offers, status)
     plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound, prepared.notes)
     return _with(plan, binding=explain.binding(request, plan, model.gang))
@@ -507,9 +507,9 @@ def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
             raise SolverError(f"CBC failed: {exc}") from exc
         status = pulp.LpStatus[prob.status]
         if prob.sol_status == pulp.LpSolutionOptimal:
-            status = "Optimal"
+            status = SolveStatus.OPTIMAL
         elif prob.sol_status == pulp.LpSolutionIntegerFeasible:
-            status = "Feasible"
+            status = SolveStatus.FEASIBLE
         with open(log, encoding="utf-8", errors="replace") as fh:
             bound = cbc_bound(fh.read(), request.gap)
     if bound is None:

@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gpuprov.errors import StoreError
-from gpuprov.models import Cloud, InstanceHandle, Market
+from gpuprov.models import Cloud, InstanceHandle, JournalState, Market, Site
 from gpuprov.store.database import Database, first_line, parse_time
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-Pool4 = tuple[str, str, str, str]  # cloud, zone, instance type, market
+Pool4 = Site  # cloud, location, instance type, market
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class StateStore(Database):
             row = session.get(JournalRow, entry_id)
             if row is None:
                 raise StoreError(f"journal row {entry_id} vanished")
-            row.state = "failed" if error else "done"
+            row.state = (JournalState.FAILED if error else JournalState.DONE).value
             row.error = error
             row.finished_at = when
             if instance_id is not None:
@@ -97,7 +97,7 @@ class StateStore(Database):
             "FROM gpuprov_journal WHERE owner = :owner"
         )
         if pending_only:
-            sql += " AND state = 'pending'"
+            sql += f" AND state = '{JournalState.PENDING.value}'"
         rows = self._rows(sql + " ORDER BY id", {"owner": owner})
         return [
             JournalEntry(int(r[0]), r[1], r[2], r[3], r[4], tuple(json.loads(r[5])), r[6], r[7], r[8], parse_time(r[9]))
@@ -146,7 +146,7 @@ class StateStore(Database):
     def unavailable(self, now: datetime) -> dict[Pool4, str]:
         self.ensure_schema()
         rows = self._rows("SELECT cloud, zone, instance_type, market, until, reason FROM gpuprov_unavailable", {})
-        return {(r[0], r[1], r[2], r[3]): r[5] for r in rows if parse_time(r[4]) > now}
+        return {Site(r[0], r[1], r[2], r[3]): r[5] for r in rows if parse_time(r[4]) > now}
 
     # -- fleet mirror ------------------------------------------------------------------
     def mirror(self, owner: str, handles: Sequence[InstanceHandle], when: datetime) -> None:
