@@ -110,7 +110,7 @@ class ParseReport:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Row:
     line: int
     values: dict[str, str]
@@ -368,18 +368,23 @@ def _gcp_accel(row: _Row, report: ParseReport) -> tuple[str, str, int] | None:
     return row.get("AvailabilityZone"), row.get("AcceleratorName"), int(n_gpus)
 
 
+AccelKey = tuple[str, str, int]  # zone, accelerator name, GPU count
+
+
 def _gcp_attached(
-    accels: dict[tuple[str, str, int], _Row],
+    keys: Iterable[AccelKey],
+    accel: Callable[[AccelKey], _Row],
+    used: Callable[[AccelKey], bool],
     n1_host: Callable[[str, str], _Row | None],
-    used_accels: set[tuple[str, str, int]],
     origin: str,
     report: ParseReport,
 ) -> Iterator[tuple[int, Offer]]:
-    """T4, V100, P4 and P100 on the n1 host of their count in the same zone; other accelerator
-    rows that no built-in host used are counted."""
-    for (zone, accel_name, n), attached in sorted(accels.items()):
+    """T4, V100, P4 and P100 on the n1 host of their count in the same zone (``keys`` in sorted
+    order); other accelerator rows that no built-in host used are counted."""
+    for key in keys:
+        zone, accel_name, n = key
         if accel_name not in _GCP_ATTACHABLE:
-            if (zone, accel_name, n) not in used_accels:
+            if not used(key):
                 report.skip("GPU without a host machine type")
             continue
         host_type = GCP_N1_HOST.get(n)
@@ -387,7 +392,7 @@ def _gcp_attached(
         if host is None:
             report.skip("attachable GPU without an n1 host price")
             continue
-        yield from _gcp_emit(host, attached, accel_name, n, None, origin, report)
+        yield from _gcp_emit(host, accel(key), accel_name, n, None, origin, report)
 
 
 def _gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[tuple[int, Offer]]:
@@ -418,15 +423,44 @@ def _gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[tup
                 continue
             used_accels.add((zone, accel_name, count))
             yield from _gcp_emit(host, accel, accel_name, count, interconnect, origin, report)
-    yield from _gcp_attached(accels, lambda zone, itype: hosts.get((zone, itype)), used_accels, origin, report)
+    yield from _gcp_attached(
+        sorted(accels),
+        accels.__getitem__,
+        used_accels.__contains__,
+        lambda zone, itype: hosts.get((zone, itype)),
+        origin,
+        report,
+    )
 
 
-_GCP_JOIN_COLUMNS = NUMBER_COLUMNS + ID_COLUMNS
+_USED = "*"
 
 
-def _slim(row: _Row) -> _Row:
-    """A row kept for the join holds only the columns the join reads."""
-    return _Row(row.line, {k: row.values[k] for k in _GCP_JOIN_COLUMNS if row.values.get(k)})
+_HOST_PACKED = ("Region", "vCPUs", "MemoryGiB", "Price", "SpotPrice")
+
+
+def _pack_host(row: _Row) -> str:
+    """What the join reads of an n1 host row besides its zone and type, in one short string (the
+    row checks keep commas out of identifiers and numbers)."""
+    return ",".join((str(row.line), *(row.get(k) for k in _HOST_PACKED)))
+
+
+def _unpack_host(packed: str, zone: str, itype: str) -> _Row:
+    line, *values = packed.split(",")
+    return _Row(
+        int(line), {"AvailabilityZone": zone, "InstanceType": itype, **dict(zip(_HOST_PACKED, values, strict=True))}
+    )
+
+
+def _pack(row: _Row) -> str:
+    """What the join reads of an accelerator row, in one short string: ``line,price,spot``
+    (the row checks have made both prices numbers or empty, so neither holds a comma)."""
+    return f"{row.line},{row.get('Price')},{row.get('SpotPrice')}"
+
+
+def _unpack(packed: str) -> _Row:
+    line, price, spot = packed.removeprefix(_USED).split(",")
+    return _Row(int(line), {"Price": price, "SpotPrice": spot})
 
 
 def _gcp_two_pass(
@@ -435,27 +469,29 @@ def _gcp_two_pass(
     """GCP from a file in two passes, with the offers of the one-pass ``_gcp``.
 
     Pass 1 (``first``, the file's rows; the row checks count into ``report``) keeps the
-    accelerator rows per (zone, accelerator, count) and the n1 hosts of ``GCP_N1_HOST`` per zone:
-    tens of rows per zone, however long the file. Pass 2 (``again()``, the same rows read anew,
-    row checks not counted twice) streams the host rows with built-in GPUs and emits their offers
-    as it reads them; then the n1 hosts with attached T4/V100/P100/P4. A host row that repeats
-    its zone and type gives its offers again (the one-pass join keeps the last)."""
+    accelerator rows per (zone, accelerator, count) and the n1 hosts of ``GCP_N1_HOST`` per
+    zone, each packed into one short string of the fields the join reads: tens of rows per
+    zone. Pass 2 (``again()``, the same rows read anew, row checks not counted twice) streams
+    the host rows with built-in GPUs and emits their offers as it reads them; then the n1
+    hosts with attached T4/V100/P100/P4. A host row that repeats its zone and type gives its
+    offers again (the one-pass join keeps the last)."""
+    from sys import intern
+
     n1_sizes = set(GCP_N1_HOST.values())
-    n1_hosts: dict[tuple[str, str], _Row] = {}
-    accels: dict[tuple[str, str, int], _Row] = {}
+    n1_hosts: dict[tuple[str, str], str] = {}
+    accels: dict[AccelKey, str] = {}
     for row in first:
         itype, zone = row.get("InstanceType"), row.get("AvailabilityZone")
         if itype:
             if itype in n1_sizes:
-                n1_hosts[(zone, itype)] = _slim(row)
+                n1_hosts[(intern(zone), intern(itype))] = _pack_host(row)
         elif row.get("AcceleratorName"):
             key = _gcp_accel(row, report)
             if key is not None:
-                accels[key] = _slim(row)
+                accels[(intern(key[0]), intern(key[1]), key[2])] = _pack(row)
         else:
             report.skip("neither a host nor an accelerator")
 
-    used_accels: set[tuple[str, str, int]] = set()
     for host in again():
         itype = host.get("InstanceType")
         builtin = _gcp_builtin(itype) if itype else None
@@ -463,13 +499,21 @@ def _gcp_two_pass(
             continue
         accel_name, count, interconnect = builtin
         key = (host.get("AvailabilityZone"), accel_name, count)
-        accel = accels.get(key)
-        if accel is None:
+        packed = accels.get(key)
+        if packed is None:
             report.skip("host without its GPU price")
             continue
-        used_accels.add(key)
-        yield from _gcp_emit(host, accel, accel_name, count, interconnect, origin, report)
-    yield from _gcp_attached(accels, lambda zone, itype: n1_hosts.get((zone, itype)), used_accels, origin, report)
+        if not packed.startswith(_USED):
+            accels[key] = _USED + packed
+        yield from _gcp_emit(host, _unpack(packed), accel_name, count, interconnect, origin, report)
+    yield from _gcp_attached(
+        sorted(accels),
+        lambda key: _unpack(accels[key]),
+        lambda key: accels[key].startswith(_USED),
+        lambda zone, itype: _unpack_host(n1_hosts[(zone, itype)], zone, itype) if (zone, itype) in n1_hosts else None,
+        origin,
+        report,
+    )
 
 
 def parse(
