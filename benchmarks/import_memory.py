@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peak memory and speed of ``gpuprov pricing import`` on a large SkyPilot-format (AWS) file.
 
-    python benchmarks/import_memory.py [--rows 1000000] [--seed 7] [--format skypilot|gpuprov]
+    python benchmarks/import_memory.py [--rows 1000000] [--seed 7] [--format skypilot|skypilot-gcp|gpuprov]
 
 Writes a deterministic (seeded) file of ``--rows`` rows to a temporary directory: the instance
 types of the bundled SkyPilot subset spread over synthetic regions and zones, so that almost every
@@ -9,6 +9,10 @@ row is its own pool (the worst case for anything that keeps per-pool state), abo
 (non-numeric, negative, absurd price, bad identifier) and 0.4% with a spot price far above
 on-demand. Then runs the real import in a child process against a new SQLite database and prints
 rows/s, wall time and the child's peak RSS (``ru_maxrss``). Target: peak RSS under 300 MiB for 1 M rows.
+
+``--format skypilot-gcp``: the GCP layout (host rows and accelerator rows joined per zone, read
+in two passes): the bundled GCP rows zone by zone, copied into synthetic zones (see
+``write_skypilot_gcp``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBSET = ROOT / "data" / "sources" / "aws" / "skypilot-v8-vms-gpu-subset.csv"
+GCP_SOURCES = ("anycloud-vms-gpu.csv", "anycloud-vms-n1-hosts.csv")
+GCP_HEADER = (
+    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice"
+)
+GCP_HEADER_COLUMNS = GCP_HEADER.split(",")
 GPUPROV_COLUMNS = (
     "cloud,region,zone,instance_type,gpu,gpus_per_instance,gpu_memory_gib,vcpus,memory_gib,market,"
     "hourly_usd,interconnect,currency"
@@ -51,7 +60,7 @@ def bad(rng: random.Random, row: dict[str, str]) -> None:
         row["Price"] = row["SpotPrice"] = "99999"
     elif kind == 3:
         row["Region"] = "us east 1"
-    else:
+    elif row["Price"]:
         row["SpotPrice"] = str(round(float(row["Price"]) * 3, 4))  # spot far above on-demand
 
 
@@ -78,6 +87,46 @@ def write_skypilot(path: Path, rows: int, seed: int) -> None:
             out.writerow(row)
 
 
+def gcp_zones() -> list[list[dict[str, str]]]:
+    """The bundled GCP SkyPilot rows (GPU hosts, n1 hosts and accelerator rows), zone by zone."""
+    zones: dict[str, list[dict[str, str]]] = {}
+    for name in GCP_SOURCES:
+        with open(ROOT / "data" / "sources" / "gcp" / name, encoding="utf-8", newline="") as fh:
+            for row in csv.DictReader(fh):
+                zones.setdefault(row["AvailabilityZone"], []).append(row)
+    return [zones[z] for z in sorted(zones)]
+
+
+def write_skypilot_gcp(path: Path, rows: int, seed: int) -> None:
+    """GCP layout: real zones' rows (hosts and their accelerator rows, about half each) copied
+    into synthetic zones, one zone per copy, so the join's accelerator rows grow with the file
+    (its worst case: a real catalog has about a hundred zones); prices jittered; ~2% bad rows."""
+    rng = random.Random(seed)
+    templates = gcp_zones()
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        out = csv.DictWriter(fh, GCP_HEADER_COLUMNS, lineterminator="\n")
+        out.writeheader()
+        written, block = 0, 0
+        while written < rows:
+            template = templates[block % len(templates)]
+            region = f"bench{block // 3}"
+            zone = f"{region}-{'abc'[block % 3]}"
+            for base in template[: rows - written]:
+                row = dict(base)
+                factor = rng.uniform(0.9, 1.1)
+                row.update(
+                    Region=region,
+                    AvailabilityZone=zone,
+                    Price=f"{float(base['Price']) * factor:.5f}" if base["Price"] else "",
+                    SpotPrice=f"{float(base['SpotPrice']) * factor:.5f}" if base["SpotPrice"] else "",
+                )
+                if rng.random() < 0.02:
+                    bad(rng, row)
+                out.writerow(row)
+            written += len(template[: rows - written])
+            block += 1
+
+
 def write_gpuprov(path: Path, rows: int, seed: int) -> None:
     rng = random.Random(seed)
     with open(path, "w", encoding="utf-8", newline="") as fh:
@@ -95,7 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--format", choices=("skypilot", "gpuprov"), default="skypilot")
+    parser.add_argument("--format", choices=("skypilot", "skypilot-gcp", "gpuprov"), default="skypilot")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     gpuprov = shutil.which("gpuprov") or str(Path(sys.executable).with_name("gpuprov"))
@@ -103,7 +152,8 @@ def main() -> None:
     try:
         src = Path(tmp) / f"prices-{args.format}.csv"
         start = time.perf_counter()
-        (write_skypilot if args.format == "skypilot" else write_gpuprov)(src, args.rows, args.seed)
+        writer = {"skypilot": write_skypilot, "skypilot-gcp": write_skypilot_gcp, "gpuprov": write_gpuprov}
+        writer[args.format](src, args.rows, args.seed)
         took = time.perf_counter() - start
         print(f"generated {args.rows:,} rows ({src.stat().st_size / 2**20:.0f} MiB) in {took:.1f} s")
         env = {
@@ -113,7 +163,7 @@ def main() -> None:
         }
         # first use loads the bundled catalog: do it before timing
         subprocess.run([gpuprov, "pricing", "snapshots"], env=env, check=True, stdout=subprocess.DEVNULL)
-        cmd = [gpuprov, "pricing", "import", str(src), "--format", args.format]
+        cmd = [gpuprov, "pricing", "import", str(src), "--format", args.format.removesuffix("-gcp")]
         cmd += ["--as-of", "2026-01-01T00:00:00+00:00"]
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         with open(out, "w") as o, open(err, "w") as e:
@@ -129,7 +179,7 @@ def main() -> None:
         peak_kib = usage.ru_maxrss  # KiB on Linux
         con = sqlite3.connect(f"{tmp}/bench.db")
         stored = con.execute(
-            "SELECT row_count FROM gpuprov_snapshot WHERE current = 1 AND source LIKE 'import:%'"
+            "SELECT sum(row_count) FROM gpuprov_snapshot WHERE current = 1 AND source LIKE 'import:%'"
         ).fetchone()[0]
         con.close()
         print(f"rows:          {args.rows:,} ({args.format}); offers in the new snapshot: {stored:,}")

@@ -1,6 +1,7 @@
 """``gpuprov pricing import``: a price file into new snapshots, streamed.
 
-The file is read one line at a time (UTF-8, no line over ``MAX_LINE`` bytes), each row is
+The file is read one line at a time (UTF-8, no line over ``MAX_LINE`` bytes; a GCP SkyPilot file
+twice, since its host and accelerator rows are joined: see ``pricing.skypilot.stream``), each row is
 validated as it is read (``pricing.validate.price_problem`` and the format's own row checks)
 and the offers are written ``BATCH_ROWS`` at a time into new snapshots, all inside one
 transaction. The one check that needs more than a row, a spot price above ``spot_factor`` times
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import csv
 from array import array
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -100,7 +101,9 @@ def read_source(
         try:
             if fmt == "skypilot":
                 wanted = sorted(clouds) if clouds else []
-                _, offers = skypilot.stream(lines, path.name, report, wanted[0] if len(wanted) == 1 else None)
+                _, offers = skypilot.stream(
+                    lines, path.name, report, wanted[0] if len(wanted) == 1 else None, _rereader(fh, where, max_line)
+                )
             else:
                 offers = read_offer_lines(lines, path.name, report)
                 first = next(offers, None)  # reads and checks the header now
@@ -108,6 +111,25 @@ def read_source(
         except csv.Error as exc:
             raise ConfigError(f"{where}:{lines.number}: not CSV: {exc}") from None
         yield _guarded(offers, lines, where, clouds)
+
+
+def _rereader(fh: IO[bytes], where: str, max_line: int) -> Callable[[], Iterable[str]] | None:
+    """The file's lines from the start again (a GCP SkyPilot file's second pass); None for a
+    file that cannot seek (a pipe), whose GCP rows are then held in memory."""
+    try:
+        if not fh.seekable():
+            return None
+    except OSError:
+        return None
+
+    def again() -> Iterable[str]:
+        try:
+            fh.seek(0)
+        except OSError as exc:
+            raise ConfigError(f"{where}: cannot read it again: {exc.strerror or type(exc).__name__}") from None
+        return _Lines(fh, where, max_line)
+
+    return again
 
 
 def _chain(first: tuple[int, Offer] | None, rest: Iterator[tuple[int, Offer]]) -> Iterator[tuple[int, Offer]]:

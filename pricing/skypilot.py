@@ -9,7 +9,10 @@ Three layouts (the header row tells them apart):
     never cheaper than on demand, so it cannot mislead the optimizer, and imports stay exact.
 * GCP: ``InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice``
   - host VM rows and accelerator rows (InstanceType empty) are separate; an offer is a
-    host + its GPUs in one zone, priced as their sum.
+    host + its GPUs in one zone, priced as their sum. Read from a file (``stream`` with
+    ``reread``) it takes two passes: the first keeps only what the join needs (the accelerator
+    rows and the n1 host sizes that T4/V100/P100/P4 attach to, a few per zone), the second
+    streams the host rows and emits offers, so memory does not grow with the file.
 * Azure: ``InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation``
   - per region; fractional GPU counts (0.5 of an A10) are skipped.
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
@@ -108,7 +111,7 @@ class ParseReport:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Row:
     line: int
     values: dict[str, str]
@@ -208,11 +211,14 @@ def row_problem(values: dict[str, str]) -> str | None:
 
 
 def detect_cloud(header: tuple[str, ...], origin: str) -> Cloud:
+    """The layout a header names. AWS and GCP have the same ten columns: GCP's come in its own
+    order (vCPUs and MemoryGiB before the accelerator, Region before Price); AWS files carry
+    Arch as well."""
     cols = set(header)
+    if tuple(c for c in header if c in GCP_HEADER) == GCP_HEADER and "Arch" not in cols:
+        return Cloud.GCP
     if set(AWS_HEADER) <= cols:
         return Cloud.AWS
-    if set(GCP_HEADER) <= cols:
-        return Cloud.GCP
     if set(AZURE_HEADER) <= cols and "AvailabilityZone" not in cols:
         return Cloud.AZURE
     raise ConfigError(f"{origin}:1: not a SkyPilot v8 vms.csv header: {','.join(header)}")
@@ -321,9 +327,80 @@ def parse_gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterato
     return (o for _, o in _gcp(rows, origin, report))
 
 
+def _gcp_emit(
+    host: _Row, accel: _Row, accel_name: str, count: int, interconnect: str | None, origin: str, report: ParseReport
+) -> Iterator[tuple[int, Offer]]:
+    """The offers (on demand, spot) of one host with its GPUs: the sum of the two rows' prices."""
+    try:
+        name = gpus.canonical(accel_name)
+    except UnknownGpuError:
+        report.skip(f"unknown accelerator {accel_name}")
+        return
+    od_h, od_a = host.money("Price", origin), accel.money("Price", origin)
+    sp_h, sp_a = host.money("SpotPrice", origin), accel.money("SpotPrice", origin)
+    od = od_h + od_a if od_h is not None and od_a is not None else None
+    spot = sp_h + sp_a if sp_h is not None and sp_a is not None else None
+    for market, price in _pair(od, spot, report):
+        report.offers += 1
+        yield (
+            host.line,
+            Offer(
+                cloud=Cloud.GCP,
+                region=host.get("Region"),
+                zone=host.get("AvailabilityZone"),
+                instance_type=host.get("InstanceType"),
+                gpu=name,
+                gpus_per_instance=count,
+                gpu_memory_gib=gpus.memory_gib(name),
+                vcpus=int(host.number("vCPUs", origin)),
+                memory_gib=host.quantity("MemoryGiB", origin),
+                market=market,
+                hourly_usd=price,
+                interconnect=interconnect,
+            ),
+        )
+
+
+def _gcp_accel(row: _Row, report: ParseReport) -> tuple[str, str, int] | None:
+    """The join key (zone, accelerator, count) of an accelerator row; None (counted) if unusable."""
+    n_gpus = Decimal(row.get("AcceleratorCount") or "0")
+    if n_gpus != n_gpus.to_integral_value() or n_gpus < 1:
+        report.skip("fractional GPU")
+        return None
+    return row.get("AvailabilityZone"), row.get("AcceleratorName"), int(n_gpus)
+
+
+AccelKey = tuple[str, str, int]  # zone, accelerator name, GPU count
+
+
+def _gcp_attached(
+    keys: Iterable[AccelKey],
+    accel: Callable[[AccelKey], _Row],
+    used: Callable[[AccelKey], bool],
+    n1_host: Callable[[str, str], _Row | None],
+    origin: str,
+    report: ParseReport,
+) -> Iterator[tuple[int, Offer]]:
+    """T4, V100, P4 and P100 on the n1 host of their count in the same zone (``keys`` in sorted
+    order); other accelerator rows that no built-in host used are counted."""
+    for key in keys:
+        zone, accel_name, n = key
+        if accel_name not in _GCP_ATTACHABLE:
+            if not used(key):
+                report.skip("GPU without a host machine type")
+            continue
+        host_type = GCP_N1_HOST.get(n)
+        host = n1_host(zone, host_type) if host_type else None
+        if host is None:
+            report.skip("attachable GPU without an n1 host price")
+            continue
+        yield from _gcp_emit(host, accel(key), accel_name, n, None, origin, report)
+
+
 def _gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[tuple[int, Offer]]:
-    """GCP joins host rows with accelerator rows of the same zone, so it holds the file's rows
-    (the one layout whose memory grows with the file; GCP catalogs are tens of thousands of rows)."""
+    """GCP in one pass: joins host rows with accelerator rows of the same zone by holding the
+    rows in memory (for rows that are not a file, e.g. two files' rows put together; a file is
+    read in two passes instead, see ``_gcp_two_pass``)."""
     hosts: dict[tuple[str, str], _Row] = {}
     accels: dict[tuple[str, str, int], _Row] = {}
     for row in rows:
@@ -331,45 +408,11 @@ def _gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[tup
         if itype:
             hosts[(zone, itype)] = row
         elif row.get("AcceleratorName"):
-            n_gpus = Decimal(row.get("AcceleratorCount") or "0")
-            if n_gpus != n_gpus.to_integral_value() or n_gpus < 1:
-                report.skip("fractional GPU")
-                continue
-            accels[(zone, row.get("AcceleratorName"), int(n_gpus))] = row
+            key = _gcp_accel(row, report)
+            if key is not None:
+                accels[key] = row
         else:
             report.skip("neither a host nor an accelerator")
-
-    def emit(
-        host: _Row, accel: _Row, accel_name: str, count: int, interconnect: str | None
-    ) -> Iterator[tuple[int, Offer]]:
-        try:
-            name = gpus.canonical(accel_name)
-        except UnknownGpuError:
-            report.skip(f"unknown accelerator {accel_name}")
-            return
-        od_h, od_a = host.money("Price", origin), accel.money("Price", origin)
-        sp_h, sp_a = host.money("SpotPrice", origin), accel.money("SpotPrice", origin)
-        od = od_h + od_a if od_h is not None and od_a is not None else None
-        spot = sp_h + sp_a if sp_h is not None and sp_a is not None else None
-        for market, price in _pair(od, spot, report):
-            report.offers += 1
-            yield (
-                host.line,
-                Offer(
-                    cloud=Cloud.GCP,
-                    region=host.get("Region"),
-                    zone=host.get("AvailabilityZone"),
-                    instance_type=host.get("InstanceType"),
-                    gpu=name,
-                    gpus_per_instance=count,
-                    gpu_memory_gib=gpus.memory_gib(name),
-                    vcpus=int(host.number("vCPUs", origin)),
-                    memory_gib=host.quantity("MemoryGiB", origin),
-                    market=market,
-                    hourly_usd=price,
-                    interconnect=interconnect,
-                ),
-            )
 
     used_accels: set[tuple[str, str, int]] = set()
     for (zone, itype), host in sorted(hosts.items()):
@@ -381,18 +424,98 @@ def _gcp(rows: Iterable[_Row], origin: str, report: ParseReport) -> Iterator[tup
                 report.skip("host without its GPU price")
                 continue
             used_accels.add((zone, accel_name, count))
-            yield from emit(host, accel, accel_name, count, interconnect)
-    for (zone, accel_name, n), attached in sorted(accels.items()):
-        if accel_name not in _GCP_ATTACHABLE:
-            if (zone, accel_name, n) not in used_accels:
-                report.skip("GPU without a host machine type")
+            yield from _gcp_emit(host, accel, accel_name, count, interconnect, origin, report)
+    yield from _gcp_attached(
+        sorted(accels),
+        accels.__getitem__,
+        used_accels.__contains__,
+        lambda zone, itype: hosts.get((zone, itype)),
+        origin,
+        report,
+    )
+
+
+_USED = "*"
+
+
+_HOST_PACKED = ("Region", "vCPUs", "MemoryGiB", "Price", "SpotPrice")
+
+
+def _pack_host(row: _Row) -> str:
+    """What the join reads of an n1 host row besides its zone and type, in one short string (the
+    row checks keep commas out of identifiers and numbers)."""
+    return ",".join((str(row.line), *(row.get(k) for k in _HOST_PACKED)))
+
+
+def _unpack_host(packed: str, zone: str, itype: str) -> _Row:
+    line, *values = packed.split(",")
+    return _Row(
+        int(line), {"AvailabilityZone": zone, "InstanceType": itype, **dict(zip(_HOST_PACKED, values, strict=True))}
+    )
+
+
+def _pack(row: _Row) -> str:
+    """What the join reads of an accelerator row, in one short string: ``line,price,spot``
+    (the row checks have made both prices numbers or empty, so neither holds a comma)."""
+    return f"{row.line},{row.get('Price')},{row.get('SpotPrice')}"
+
+
+def _unpack(packed: str) -> _Row:
+    line, price, spot = packed.removeprefix(_USED).split(",")
+    return _Row(int(line), {"Price": price, "SpotPrice": spot})
+
+
+def _gcp_two_pass(
+    first: Iterable[_Row], again: Callable[[], Iterable[_Row]], origin: str, report: ParseReport
+) -> Iterator[tuple[int, Offer]]:
+    """GCP from a file in two passes, with the offers of the one-pass ``_gcp``.
+
+    Pass 1 (``first``, the file's rows; the row checks count into ``report``) keeps the
+    accelerator rows per (zone, accelerator, count) and the n1 hosts of ``GCP_N1_HOST`` per
+    zone, each packed into one short string of the fields the join reads: tens of rows per
+    zone. Pass 2 (``again()``, the same rows read anew, row checks not counted twice) streams
+    the host rows with built-in GPUs and emits their offers as it reads them; then the n1
+    hosts with attached T4/V100/P100/P4. A host row that repeats its zone and type gives its
+    offers again (the one-pass join keeps the last)."""
+    from sys import intern
+
+    n1_sizes = set(GCP_N1_HOST.values())
+    n1_hosts: dict[tuple[str, str], str] = {}
+    accels: dict[AccelKey, str] = {}
+    for row in first:
+        itype, zone = row.get("InstanceType"), row.get("AvailabilityZone")
+        if itype:
+            if itype in n1_sizes:
+                n1_hosts[(intern(zone), intern(itype))] = _pack_host(row)
+        elif row.get("AcceleratorName"):
+            key = _gcp_accel(row, report)
+            if key is not None:
+                accels[(intern(key[0]), intern(key[1]), key[2])] = _pack(row)
+        else:
+            report.skip("neither a host nor an accelerator")
+
+    for host in again():
+        itype = host.get("InstanceType")
+        builtin = _gcp_builtin(itype) if itype else None
+        if builtin is None:
             continue
-        host_type = GCP_N1_HOST.get(n)
-        n1_host = hosts.get((zone, host_type)) if host_type else None
-        if n1_host is None:
-            report.skip("attachable GPU without an n1 host price")
+        accel_name, count, interconnect = builtin
+        key = (host.get("AvailabilityZone"), accel_name, count)
+        packed = accels.get(key)
+        if packed is None:
+            report.skip("host without its GPU price")
             continue
-        yield from emit(n1_host, attached, accel_name, n, None)
+        if not packed.startswith(_USED):
+            accels[key] = _USED + packed
+        yield from _gcp_emit(host, _unpack(packed), accel_name, count, interconnect, origin, report)
+    yield from _gcp_attached(
+        sorted(accels),
+        lambda key: _unpack(accels[key]),
+        lambda key: accels[key].startswith(_USED),
+        lambda zone, itype: _unpack_host(n1_hosts[(zone, itype)], zone, itype) if (zone, itype) in n1_hosts else None,
+        origin,
+        report,
+    )
 
 
 def parse(
@@ -404,14 +527,26 @@ def parse(
 
 
 def stream(
-    lines: Iterable[str], origin: str, report: ParseReport, cloud: Cloud | None = None
+    lines: Iterable[str],
+    origin: str,
+    report: ParseReport,
+    cloud: Cloud | None = None,
+    reread: Callable[[], Iterable[str]] | None = None,
 ) -> tuple[Cloud, Iterator[tuple[int, Offer]]]:
     """The cloud of a SkyPilot v8 vms.csv (from its header, read at once) and its offers with
-    the line each comes from, read as the iterator is consumed (AWS and Azure row by row)."""
+    the line each comes from, read as the iterator is consumed (AWS and Azure row by row). GCP
+    joins rows: with ``reread`` (the file's lines from the start again) it reads the file twice
+    and holds only the join's accelerator rows; without, it holds the rows."""
     header, rows = iter_rows(lines, origin, report)
     found = detect_cloud(header, origin)
     if cloud is not None and cloud != found:
         raise ConfigError(f"{origin}: the file has the {found} layout, not {cloud}")
     if found is Cloud.GCP:
-        return found, _gcp(rows, origin, report)
+        if reread is None:
+            return found, _gcp(rows, origin, report)
+
+        def again() -> Iterable[_Row]:
+            return iter_rows(reread(), origin, ParseReport())[1]  # rows checked and counted in pass 1
+
+        return found, _gcp_two_pass(rows, again, origin, report)
     return found, _per_row(rows, origin, report, found, "AvailabilityZone" if found is Cloud.AWS else None)

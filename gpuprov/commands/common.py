@@ -119,11 +119,19 @@ def discounts() -> Any:
     return load_discounts({"discounts": {k: str(v) for k, v in cfg.discounts.items()}} if cfg.discounts else None)
 
 
+def spot_advisor() -> Any:
+    """The AWS Spot Advisor feed rates are read from: the refreshed one (``gpuprov pricing
+    spot-advisor refresh``) where it is newer than the bundled copy, else the bundle."""
+    from gpuprov.store.spot_advisor import SpotAdvisorStore
+    from pricing.spot_risk import current
+
+    stored = SpotAdvisorStore().load()
+    return current(None if stored is None else stored[:2])
+
+
 def spot_rate() -> Any:
     """The per-pool spot interruption rate source (the AWS Spot Advisor; cloud defaults elsewhere)."""
-    from pricing.spot_risk import pool_rate
-
-    return pool_rate
+    return spot_advisor().pool_rate
 
 
 def read_offers(

@@ -12,7 +12,7 @@ import typer
 
 from gpuprov import names
 from gpuprov.commands import common
-from gpuprov.errors import UsageError
+from gpuprov.errors import GpuprovError, UsageError
 
 pricing_app = typer.Typer(
     help="The price catalog: refresh from the clouds, import, export, snapshots.", no_args_is_help=True
@@ -209,8 +209,85 @@ def snapshots_cmd(
     common.console().print(table)
 
 
+spot_advisor_app = typer.Typer(
+    help="AWS Spot Instance Advisor: the interruption bucket of each AWS spot pool (bundled, refreshable).",
+    no_args_is_help=True,
+)
+
+
+def _buckets(advisor: Any) -> dict[str, int]:
+    from collections import Counter
+
+    from pricing.spot_risk import OS
+
+    seen = Counter(
+        int(pool["r"]) for by_os in advisor.feed["spot_advisor"].values() for pool in by_os.get(OS, {}).values()
+    )
+    return {label: seen[i] for i, label in enumerate(advisor.labels)}
+
+
+@spot_advisor_app.command("refresh")
+def spot_advisor_refresh(
+    timeout: float = typer.Option(60.0, "--timeout", help="seconds to wait for the feed to answer"),
+) -> None:
+    """Fetch AWS's public Spot Advisor feed (anonymous HTTPS), keep the GPU families and store it;
+    spot offers then take their interruption rate from it. A bad or empty feed changes nothing."""
+    if not timeout > 0 or timeout > 3600:
+        raise UsageError("--timeout must be positive and at most 3600 seconds")
+    from gpuprov.store.spot_advisor import SpotAdvisorStore
+    from pricing import spot_advisor, spot_risk
+
+    try:
+        before = common.spot_advisor()
+    except GpuprovError:  # a stored feed that no longer reads: the refresh replaces it
+        before = spot_risk.bundled()
+    feed = spot_advisor.fetch(timeout=(min(timeout, 10.0), timeout))
+    fetched_at = common.now()
+    SpotAdvisorStore().save(feed, fetched_at, spot_advisor.FEED_URL)
+    after = spot_risk.current((feed, fetched_at))
+    changed = sum(
+        1
+        for region, by_os in after.feed["spot_advisor"].items()
+        for itype, pool in by_os.get(spot_risk.OS, {}).items()
+        if before.feed["spot_advisor"].get(region, {}).get(spot_risk.OS, {}).get(itype, {}).get("r") != pool["r"]
+    )
+    spread = ", ".join(f"{label} {n}" for label, n in _buckets(after).items())
+    typer.echo(
+        f"stored the Spot Advisor feed ({after.origin}): {spot_risk.linux_pools(after.feed)} GPU Linux pools "
+        f"in {len(after.feed['spot_advisor'])} regions ({spread}); {changed} new or changed against {before.origin}"
+    )
+
+
+@spot_advisor_app.command("show")
+def spot_advisor_show(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
+    """Which Spot Advisor feed spot offers read (refreshed or bundled), its date and its buckets."""
+    fmt = common.parse_output(output, ("table", "json"))
+    from pricing.spot_risk import linux_pools
+
+    advisor = common.spot_advisor()
+    body = {
+        "origin": advisor.origin,
+        "as_of": advisor.as_of.isoformat(),
+        "regions": len(advisor.feed["spot_advisor"]),
+        "linux_pools": linux_pools(advisor.feed),
+        "buckets": _buckets(advisor),
+    }
+    if fmt == "json":
+        import json
+
+        json.dump(body, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    spread = ", ".join(f"{label} {n}" for label, n in body["buckets"].items())
+    typer.echo(
+        f"Spot Advisor feed: {advisor.origin}; {body['linux_pools']} GPU Linux pools in {body['regions']} "
+        f"regions ({spread})"
+    )
+
+
 def register(app: typer.Typer) -> None:
     from gpuprov.commands import history
 
     history.register(pricing_app)
+    pricing_app.add_typer(spot_advisor_app, name="spot-advisor")
     app.add_typer(pricing_app, name="pricing")

@@ -55,7 +55,7 @@ def test_a_pool_gets_its_buckets_midpoint_rate_and_label(region: str, itype: str
     bucket = data["spot_advisor"][region]["Linux"][itype]["r"]
     label = _label(data, bucket)
     got = aws_interruptions_per_hour(region, itype)
-    assert got == (Decimal(MIDPOINT[label]) / 730, f"aws-spot-advisor:{label}")
+    assert got == (Decimal(MIDPOINT[label]) / 730, f"aws-spot-advisor:{label} bundled 2025-06-28")
 
 
 def test_the_linux_pool_is_read_not_windows() -> None:
@@ -64,7 +64,7 @@ def test_the_linux_pool_is_read_not_windows() -> None:
     assert pool["Linux"]["g5.2xlarge"]["r"] != pool["Windows"]["g5.2xlarge"]["r"]
     assert aws_interruptions_per_hour("me-central-1", "g5.2xlarge") == (
         Decimal("0.25") / 730,
-        "aws-spot-advisor:>20%",
+        "aws-spot-advisor:>20% bundled 2025-06-28",
     )
 
 
@@ -83,7 +83,7 @@ def test_the_distribution_matches_the_file() -> None:
         answer = aws_interruptions_per_hour(region, itype)
         assert answer is not None
         rate, source = answer
-        label = source.removeprefix("aws-spot-advisor:")
+        label = source.removeprefix("aws-spot-advisor:").removesuffix(" bundled 2025-06-28")
         assert rate == Decimal(MIDPOINT[label]) / 730
         got[label] += 1
     assert got == expected
