@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuprov.bootstrap import LABEL_DOMAIN, capacity_type
 from gpuprov.plandoc import Allocation, PlanDocument, Window
 
 GPU_RESOURCE = "nvidia.com/gpu"
-LABEL = "gpuprov.io"
+LABEL = LABEL_DOMAIN
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -65,7 +66,7 @@ def label_value(text: str) -> str:
 
 
 def _capacity_type(market: str) -> str:
-    return "spot" if market == "spot" else "on-demand"
+    return capacity_type(market)
 
 
 def _labels(doc: PlanDocument, workload: str, market: str, gpu: str) -> dict[str, str]:
