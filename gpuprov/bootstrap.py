@@ -75,13 +75,13 @@ def capacity_type(market: str) -> str:
     return "spot" if market == "spot" else "on-demand"
 
 
-def node_labels(workload: str, market: str, plan_id: str) -> dict[str, str]:
-    """The node labels of a VM gpuprov launches; each value checked as a Kubernetes label value."""
-    out = {
-        f"{LABEL_DOMAIN}/workload": workload,
-        f"{LABEL_DOMAIN}/market": capacity_type(market),
-        f"{LABEL_DOMAIN}/plan": plan_id,
-    }
+def node_labels(workload: str, market: str | None, plan_id: str) -> dict[str, str]:
+    """The node labels of a VM gpuprov launches; each value checked as a Kubernetes label value.
+    ``market`` None: not known where the node boots (no market label)."""
+    out = {f"{LABEL_DOMAIN}/workload": workload}
+    if market is not None:
+        out[f"{LABEL_DOMAIN}/market"] = capacity_type(market)
+    out[f"{LABEL_DOMAIN}/plan"] = plan_id
     for key, value in out.items():
         if not value or not LABEL_VALUE.fullmatch(value):
             raise ConfigError(
@@ -91,7 +91,7 @@ def node_labels(workload: str, market: str, plan_id: str) -> dict[str, str]:
     return out
 
 
-def kubelet_line(workload: str, market: str, plan_id: str) -> str:
+def kubelet_line(workload: str, market: str | None, plan_id: str) -> str:
     labels = ",".join(f"{k}={v}" for k, v in node_labels(workload, market, plan_id).items())
     return "export KUBELET_EXTRA_ARGS=" + shlex.quote(f"--node-labels={labels} --register-with-taints={GPU_TAINT}")
 
@@ -119,7 +119,7 @@ class Bootstrap:
     def script(self, cloud: str) -> str | None:
         return self.scripts.get(cloud)
 
-    def user_data(self, cloud: str, workload: str, market: str, plan_id: str) -> str | None:
+    def user_data(self, cloud: str, workload: str, market: str | None, plan_id: str) -> str | None:
         """The text a VM of this cloud boots with (None: no bootstrap for this cloud)."""
         text = self.scripts.get(cloud)
         if text is None:
