@@ -9,6 +9,11 @@ Found at ``$GPUPROV_CONFIG`` or ``<user config dir>/gpuprov/config.yaml``; optio
     limits: {max_launch_per_run: 100, max_price_age_hours: 72, unavailable_ttl_minutes: 3, budget_per_hour: 500}
     discounts: {aws: 0.9, "aws:p4d": 0.8}
     savings_plans: {compute_1y: {"*": 0.15, p4d: 0.2}, ec2_instance_3y: {p5: 0.45}}
+    bootstrap: {aws: eks-join.sh, gcp: join.sh, azure: join.sh, kubelet: true}
+
+``bootstrap`` names a user data / startup script / custom data file per cloud (relative paths from
+this file's directory), read and checked here (see gpuprov/bootstrap.py); ``kubelet: true`` adds
+the node labels and the GPU taint to each.
 
 ``savings_plans`` gives, per AWS Savings Plan kind and term (``compute_1y``, ``compute_3y``,
 ``ec2_instance_1y``, ``ec2_instance_3y``), the share off on-demand its rates give for an instance
@@ -28,11 +33,13 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from gpuprov.bootstrap import Bootstrap
+from gpuprov.bootstrap import load as load_bootstrap
 from gpuprov.errors import ConfigError
 from gpuprov.safeyaml import describe
 
 HOURS_PER_YEAR = 8760
-KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts", "savings_plans")
+KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts", "savings_plans", "bootstrap")
 SAVINGS_PLAN_KINDS = ("compute_1y", "compute_3y", "ec2_instance_1y", "ec2_instance_3y")
 LIMIT_KEYS = ("max_launch_per_run", "max_price_age_hours", "unavailable_ttl_minutes", "budget_per_hour")
 
@@ -55,6 +62,7 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     discounts: dict[str, Decimal] = field(default_factory=dict)
     savings_plans: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    bootstrap: Bootstrap = field(default_factory=Bootstrap)
 
 
 def config_path() -> Path:
@@ -175,6 +183,7 @@ def load() -> Config:
         if factor > 1 or factor == 0:
             raise ConfigError(f"{path}: discounts.{key}: a factor in (0, 1], got {factor}")
     savings_plans = _savings_plans(raw.get("savings_plans") or {}, path)
+    bootstrap = load_bootstrap(raw.get("bootstrap"), path.parent, str(path))
     from gpuprov.names import owner as valid_owner
 
     who = env.get("GPUPROV_OWNER") or raw.get("owner") or "default"
@@ -190,6 +199,7 @@ def load() -> Config:
         limits=limits,
         discounts=discounts,
         savings_plans=savings_plans,
+        bootstrap=bootstrap,
     )
 
 

@@ -43,6 +43,7 @@ class Job:
     image: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)
     config_yaml: str | None = None  # the local config file's text, for the ConfigMap
+    config_files: Mapping[str, str] = field(default_factory=dict)  # beside it: the bootstrap files
     deadline: timedelta = timedelta(minutes=30)
 
 
@@ -67,8 +68,11 @@ def check_image(image: str | None, what: str = "--emit cronjob") -> str:
     return image
 
 
-def check_config(text: str, where: str) -> str:
-    """The config file's text for a ConfigMap: refused if any key looks like a secret."""
+def check_config(text: str, where: str, bootstrap: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """The config file's text for a ConfigMap, refused if any key looks like a secret, and the
+    files to put beside it: the config's bootstrap files (``bootstrap``: cloud → text, as the
+    config loaded them), as ``bootstrap-<cloud>.sh`` with the config's paths pointing there (a
+    path of this machine means nothing in the pod)."""
     import yaml
 
     from gpuprov.safeyaml import load_text
@@ -90,7 +94,13 @@ def check_config(text: str, where: str) -> str:
                 walk(item, path)
 
     walk(doc, "")
-    return str(yaml.safe_dump(doc, sort_keys=True)) if doc is not None else ""
+    files: dict[str, str] = {}
+    section = doc.get("bootstrap") if isinstance(doc, dict) else None
+    if isinstance(section, dict):
+        for cloud, script in sorted((bootstrap or {}).items()):
+            files[f"bootstrap-{cloud}.sh"] = script
+            section[cloud] = f"bootstrap-{cloud}.sh"  # relative: beside config.yaml in the mount
+    return (str(yaml.safe_dump(doc, sort_keys=True)) if doc is not None else ""), files
 
 
 def kubernetes(job: Job, cron: str) -> list[dict[str, Any]]:
@@ -119,7 +129,7 @@ def kubernetes(job: Job, cron: str) -> list[dict[str, Any]]:
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": name},
-                "data": {"config.yaml": job.config_yaml},
+                "data": {"config.yaml": job.config_yaml, **dict(sorted(job.config_files.items()))},
             }
         )
         mounts.append({"name": "config", "mountPath": "/etc/gpuprov", "readOnly": True})

@@ -78,7 +78,7 @@ def _translate(exc: Any, what: str) -> Exception:
     if status in (401, 403):
         return CredentialsError(
             f"the Kubernetes API refused to patch {what} ({status})",
-            hint="the window CronJobs' ServiceAccount needs get and patch on clusterqueues and nodepools",
+            hint="the window CronJobs' ServiceAccount needs patch on clusterqueues and nodepools (windows-rbac.yaml)",
         )
     if status == 429 or status >= 500:
         return TransientError(f"the Kubernetes API failed patching {what} ({status}) {reason}".rstrip())

@@ -1,9 +1,9 @@
 """Validate Kubernetes manifests offline against the real schemas shipped in ``k8s/schemas``.
 
 The schemas (Karpenter v1 NodePool and EC2NodeClass, the Azure provider's NodePool and
-AKSNodeClass, Kueue v1beta2 ResourceFlavor, ClusterQueue and LocalQueue, Kubernetes 1.35 core v1
-and batch v1) are byte-for-byte copies; ``schemas/PROVENANCE.md`` says where from. Validation
-follows that file's recipe: the CRD version matching ``apiVersion`` (served), its
+AKSNodeClass, Kueue v1beta2 ResourceFlavor, ClusterQueue and LocalQueue, Kubernetes 1.35 core v1,
+batch v1 and rbac.authorization.k8s.io v1) are byte-for-byte copies; ``schemas/PROVENANCE.md``
+says where from. Validation follows that file's recipe: the CRD version matching ``apiVersion`` (served), its
 ``openAPIV3Schema``; ``x-kubernetes-*`` keys dropped, ``nullable`` turned into a ``null`` type,
 properties with a ``default`` not required (the API server defaults them first), and — strict, as
 ``kubectl --validate=strict`` is — ``additionalProperties: false`` on every object schema that
@@ -33,6 +33,13 @@ CORE = {
     ("batch/v1", "CronJob"): ("kubernetes/apis__batch__v1_openapi.json", "io.k8s.api.batch.v1.CronJob"),
     ("v1", "ServiceAccount"): ("kubernetes/api__v1_openapi.json", "io.k8s.api.core.v1.ServiceAccount"),
     ("v1", "ConfigMap"): ("kubernetes/api__v1_openapi.json", "io.k8s.api.core.v1.ConfigMap"),
+    **{
+        ("rbac.authorization.k8s.io/v1", kind): (
+            "kubernetes/apis__rbac.authorization.k8s.io__v1_openapi.json",
+            f"io.k8s.api.rbac.v1.{kind}",
+        )
+        for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+    },
 }
 
 

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuprov.bootstrap import LABEL_DOMAIN, capacity_type
 from gpuprov.plandoc import Allocation, PlanDocument, Window
 
 GPU_RESOURCE = "nvidia.com/gpu"
-LABEL = "gpuprov.io"
+LABEL = LABEL_DOMAIN
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -65,7 +66,7 @@ def label_value(text: str) -> str:
 
 
 def _capacity_type(market: str) -> str:
-    return "spot" if market == "spot" else "on-demand"
+    return capacity_type(market)
 
 
 def _labels(doc: PlanDocument, workload: str, market: str, gpu: str) -> dict[str, str]:
@@ -291,6 +292,7 @@ def gcp_note(doc: PlanDocument) -> str | None:
 
 CYCLE = {"day": 24, "week": 168}
 WINDOW_SA = "gpuprov-windows"
+WINDOW_NAMESPACE = "gpuprov"  # where the window CronJobs, their ServiceAccount and the gpuprov Secret live
 
 
 def periods(doc: PlanDocument) -> tuple[Window, ...]:
@@ -399,13 +401,41 @@ def _cronjob_name(window: str) -> str:
     return f"{base[:43].rstrip('-')}-{hashlib.sha256(window.encode()).hexdigest()[:8]}"
 
 
+def window_rbac(p: Params, namespace: str) -> list[dict[str, Any]]:
+    """The rights ``apply-window`` uses (``k8s/apply.py``: one JSON merge patch per ClusterQueue
+    and NodePool, by name; it reads nothing), for the window CronJobs' ServiceAccount only: a
+    ClusterRole (both kinds are cluster-scoped) and its ClusterRoleBinding. A kind the output
+    leaves out (``--nodes none``, ``--queues none``) is not granted."""
+    rules = []
+    if p.queues:
+        rules.append({"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["patch"]})
+    if p.nodes:
+        rules.append({"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["patch"]})
+    api = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": f"{api}/v1", "kind": "ClusterRole", "metadata": {"name": WINDOW_SA}, "rules": rules},
+        {
+            "apiVersion": f"{api}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": WINDOW_SA},
+            "roleRef": {"apiGroup": api, "kind": "ClusterRole", "name": WINDOW_SA},
+            "subjects": [{"kind": "ServiceAccount", "name": WINDOW_SA, "namespace": namespace}],
+        },
+    ]
+
+
 def window_cronjobs(
-    doc: PlanDocument, image: str, p: Params, annotations: dict[str, str] | None = None
+    doc: PlanDocument,
+    image: str,
+    p: Params,
+    annotations: dict[str, str] | None = None,
+    namespace: str = WINDOW_NAMESPACE,
 ) -> dict[str, list[dict[str, Any]]]:
-    """``windows-serviceaccount.yaml`` and ``windows-cronjobs.yaml``: a CronJob per window edge.
-    The Job reads the plan from gpuprov's database (the ``gpuprov`` Secret's ``database-url``,
-    as the rebalancer's CronJob does) and needs RBAC to get and patch ClusterQueues and NodePools
-    (see the README)."""
+    """``windows-serviceaccount.yaml``, ``windows-rbac.yaml`` and ``windows-cronjobs.yaml``: a
+    CronJob per window edge, in ``namespace`` with its ServiceAccount, which the ClusterRoleBinding
+    names. The Job reads the plan from gpuprov's database (the ``gpuprov`` Secret's
+    ``database-url`` in that namespace, as the rebalancer's CronJob does) and patches ClusterQueues
+    and NodePools (``window_rbac``)."""
     flags = []
     if not p.nodes:
         flags += ["--nodes", "none"]
@@ -439,6 +469,7 @@ def window_cronjobs(
                 "kind": "CronJob",
                 "metadata": {
                     "name": _cronjob_name(w.name),
+                    "namespace": namespace,
                     "labels": {f"{LABEL}/plan": label_value(doc.plan_id), f"{LABEL}/window": label_value(w.name)},
                 },
                 "spec": {
@@ -471,7 +502,15 @@ def window_cronjobs(
                 },
             }
         )
-    account: dict[str, Any] = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": WINDOW_SA}}
+    account: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": WINDOW_SA, "namespace": namespace},
+    }
     if annotations:
         account["metadata"]["annotations"] = dict(sorted(annotations.items()))
-    return {"windows-serviceaccount.yaml": [account], "windows-cronjobs.yaml": jobs}
+    return {
+        "windows-cronjobs.yaml": jobs,
+        "windows-rbac.yaml": window_rbac(p, namespace),
+        "windows-serviceaccount.yaml": [account],
+    }

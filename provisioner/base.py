@@ -23,15 +23,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gpuprov.bootstrap import LABEL_DOMAIN, tag_key
 from gpuprov.models import Cloud, InstanceHandle, Market
 
 __all__ = ["TAGS", "Driver", "InstanceHandle", "LaunchRequest", "TagFields", "launch_token", "read_tags"]
 
 OWNER_TAG = "gpuprov-owner"
-PLAN_TAG = "gpuprov-plan"
 TOKEN_TAG = "gpuprov-token"
-WORKLOAD_TAG = "gpuprov-workload"
-MARKET_TAG = "gpuprov-market"
+# the facts a node is also labelled with (gpuprov.io/plan, …): one mapping, gpuprov.bootstrap.tag_key
+PLAN_TAG = tag_key(f"{LABEL_DOMAIN}/plan")
+WORKLOAD_TAG = tag_key(f"{LABEL_DOMAIN}/workload")
+MARKET_TAG = tag_key(f"{LABEL_DOMAIN}/market")
 TAGS = (OWNER_TAG, PLAN_TAG, TOKEN_TAG, WORKLOAD_TAG, MARKET_TAG)
 
 

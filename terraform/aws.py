@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpuprov.bootstrap import b64
 from terraform.blocks import CloudDoc, output, reserved_entry, variable
 from terraform.names import ident, interp, named
 from terraform.plan import Group, PlanDoc
@@ -91,7 +92,7 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
         lt = ident(g.label, itype)
         lt_names[itype] = lt
         efa = g.gang and any(a.instance_type == itype and a.interconnect == "efa" for a in g.allocations)
-        doc.add("aws_launch_template", lt, _launch_template(g, itype, tags, spot=single_spot, efa=efa))
+        doc.add("aws_launch_template", lt, _launch_template(plan, g, itype, tags, spot=single_spot, efa=efa))
 
     if g.gang:
         doc.add(
@@ -187,7 +188,9 @@ def _group(plan: PlanDoc, g: Group, doc: CloudDoc) -> None:
             )
 
 
-def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool, efa: bool = False) -> dict[str, Any]:
+def _launch_template(
+    plan: PlanDoc, g: Group, itype: str, tags: dict[str, str], *, spot: bool, efa: bool = False
+) -> dict[str, Any]:
     r = ident(g.region)
     body: dict[str, Any] = {
         "name": named("name_prefix", g.workload, g.location, itype, limit=100),
@@ -201,6 +204,9 @@ def _launch_template(g: Group, itype: str, tags: dict[str, str], *, spot: bool, 
         "tag_specifications": [{"resource_type": "instance", "tags": tags}],
         "tags": tags,
     }
+    user_data = plan.user_data("aws", g.workload, [a.market for a in g.allocations if a.instance_type == itype])
+    if user_data is not None:
+        body["user_data"] = b64(user_data)  # a launch template takes it base64-encoded
     if efa:
         # a gang on an EFA type: the primary interface is an EFA one (the security groups move
         # into it; the Auto Scaling group's subnet still applies), in the group's cluster placement group

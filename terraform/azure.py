@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuprov.bootstrap import b64
 from terraform.blocks import CloudDoc, output, reserved_entry, variable
 from terraform.names import ident, interp, named, slug
 from terraform.plan import Group, PlanDoc, PlanFormatError, Template
@@ -107,6 +108,9 @@ def _scale_set(plan: PlanDoc, g: Group, tpl: Template, name: str, doc: CloudDoc)
     }
     if tpl.spot:
         vmss.update(eviction_policy="Delete", max_bid_price=-1)
+    custom = plan.user_data("azure", g.workload, [a.market for a in tpl.allocations])
+    if custom is not None:
+        vmss["custom_data"] = b64(custom)  # the provider takes it base64-encoded
     if g.zone:
         vmss["zones"] = [g.zone]
     if g.gang:

@@ -161,7 +161,7 @@ def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) ->
         )
     else:
         scheduling.update(provisioning_model="STANDARD", automatic_restart=True)
-    return {
+    out: dict[str, Any] = {
         "name_prefix": Expr(named("name_prefix", g.workload, tpl.instance_type, tpl.market_tag, limit=32) + "-"),
         "machine_type": tpl.instance_type,
         "region": g.region,
@@ -181,3 +181,7 @@ def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) ->
         "metadata": {"ssh-keys": Expr(interp("var.ssh_username") + ":" + interp("var.ssh_public_key"))},
         "lifecycle": {"create_before_destroy": True},
     }
+    script = plan.user_data("gcp", g.workload, [a.market for a in tpl.allocations])
+    if script is not None:
+        out["metadata_startup_script"] = script  # data: escaped with every other literal (render.py)
+    return out

@@ -15,9 +15,10 @@ reservation each workload uses, in whole instances.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gpuprov.bootstrap import Bootstrap
 from gpuprov.plandoc import Allocation, PlanDocument, WorkloadSpec
 from terraform.names import ident
 
@@ -130,6 +131,15 @@ class PlanDoc:
     hourly_cost_usd: Decimal
     allocations: tuple[Allocation, ...]
     capacity_reservation: bool = False
+    bootstrap: Bootstrap = field(default_factory=Bootstrap)  # the config's, for the templates' user data
+
+    def user_data(self, cloud: str, workload: str, markets: Sequence[str]) -> str | None:
+        """The config's bootstrap text for one template (None: none configured for the cloud). With
+        ``bootstrap.kubelet`` the node labels need the template's market: a template several markets
+        share (an AWS launch template in a mixed instances policy) gets none (see the README)."""
+        kinds = {"spot" if m == "spot" else "on-demand" for m in markets}
+        market = kinds.pop() if len(kinds) == 1 else None
+        return self.bootstrap.user_data(cloud, workload, market, self.plan_id)
 
     @property
     def clouds(self) -> tuple[str, ...]:
@@ -219,7 +229,7 @@ def _match_reserved(
 # ---------------------------------------------------------------------------- reading
 
 
-def read_plan(doc: PlanDocument, capacity_reservation: bool = False) -> PlanDoc:
+def read_plan(doc: PlanDocument, capacity_reservation: bool = False, bootstrap: Bootstrap | None = None) -> PlanDoc:
     """The renderers' view of a validated plan document."""
     if not isinstance(doc, PlanDocument):
         raise PlanFormatError("a plan document (gpuprov.plandoc.PlanDocument) is required")
@@ -250,4 +260,5 @@ def read_plan(doc: PlanDocument, capacity_reservation: bool = False) -> PlanDoc:
         hourly_cost_usd=doc.costs.hourly_usd,
         allocations=allocations,
         capacity_reservation=capacity_reservation,
+        bootstrap=bootstrap or Bootstrap(),
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpuprov.bootstrap import Bootstrap
 from gpuprov.plandoc import PlanDocument
 from terraform import aws, azure, gcp
 from terraform.blocks import CloudDoc, money, output, variable
@@ -32,9 +33,12 @@ PROVIDERS: dict[str, tuple[str, str, str]] = {
 RENDERERS: dict[str, Callable[[PlanDoc], CloudDoc]] = {"aws": aws.render, "gcp": gcp.render, "azure": azure.render}
 
 
-def render_plan(plan: PlanDocument, capacity_reservation: bool = False) -> dict[str, dict[str, Any]]:
-    """Map file name → Terraform JSON document for a plan document (raises ``PlanFormatError``)."""
-    doc = read_plan(plan, capacity_reservation)
+def render_plan(
+    plan: PlanDocument, capacity_reservation: bool = False, bootstrap: Bootstrap | None = None
+) -> dict[str, dict[str, Any]]:
+    """Map file name → Terraform JSON document for a plan document (raises ``PlanFormatError``).
+    ``bootstrap``: the config's, as the templates' user data / startup script / custom data."""
+    doc = read_plan(plan, capacity_reservation, bootstrap)
     files: dict[str, dict[str, Any]] = {}
     shared: set[str] = set()
     for cloud in doc.clouds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpuprov.cli import app
@@ -62,3 +63,36 @@ def test_check_reports_a_broken_file(tmp_path: Path) -> None:
 def test_unknown_plan_id_is_one_line() -> None:
     r = runner.invoke(app, ["terraform", "nosuchplan", "--out", "x"])
     assert r.exit_code == 2 and r.stderr.startswith("error: no saved plan 'nosuchplan'")
+
+
+def test_the_configs_bootstrap_is_rendered_and_a_bad_one_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    r = runner.invoke(app, ["plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--save", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    pid = json.loads(r.stdout)["plan_id"]
+    (tmp_path / "join.sh").write_text("#!/bin/sh\necho join\n")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("bootstrap: {aws: join.sh, gcp: join.sh, azure: join.sh}\n")
+    monkeypatch.setenv("GPUPROV_CONFIG", str(cfg))
+    out = tmp_path / "infra"
+    r = runner.invoke(app, ["terraform", pid, "--out", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert check_dir(out) == []
+    scripts = []
+    for f in out.glob("*.tf.json"):
+        for rtype, attr in (
+            ("aws_launch_template", "user_data"),
+            ("azurerm_linux_virtual_machine_scale_set", "custom_data"),
+        ):
+            for body in json.loads(f.read_text()).get("resource", {}).get(rtype, {}).values():
+                scripts.append(base64.b64decode(body[attr]).decode())
+        for body in json.loads(f.read_text()).get("resource", {}).get("google_compute_instance_template", {}).values():
+            scripts.append(body["metadata_startup_script"])
+    assert scripts and set(scripts) == {"#!/bin/sh\necho join\n"}
+    cfg.write_text("bootstrap: {aws: missing.sh}\n")
+    r = runner.invoke(app, ["terraform", pid, "--out", str(tmp_path / "new")])
+    assert r.exit_code == 2 and "no such file" in r.stderr and r.stderr.startswith("error:")
+    assert not (tmp_path / "new").exists()

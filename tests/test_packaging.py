@@ -33,6 +33,7 @@ def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
         "commitments/records.py",
         "k8s/schemas/kueue/kueue.x-k8s.io_clusterqueues.yaml",
         "k8s/schemas/kubernetes/apis__batch__v1_openapi.json",
+        "k8s/schemas/kubernetes/apis__rbac.authorization.k8s.io__v1_openapi.json",
         "k8s/schemas/PROVENANCE.md",
     ):
         assert needed in names, needed

@@ -50,6 +50,7 @@ def make(
                 subnets=cfg.aws.get("subnets"),
                 key_name=cfg.aws.get("key_name"),
                 security_groups=cfg.aws.get("security_groups") or (),
+                bootstrap=cfg.bootstrap,
             )
         elif cloud is Cloud.GCP:
             from provisioner.drivers.gcp import GcpDriver
@@ -62,7 +63,7 @@ def make(
             kwargs: dict[str, Any] = {k: cfg.gcp[k] for k in ("image", "network", "subnetwork") if k in cfg.gcp}
             listed = set(cfg.gcp.get("zones", []))  # none listed: every zone (aggregated list)
             gcp_zones = (listed | set(zones.get(cloud, set()))) if listed else set()
-            out[cloud] = GcpDriver(project, sorted(gcp_zones), **kwargs)
+            out[cloud] = GcpDriver(project, sorted(gcp_zones), bootstrap=cfg.bootstrap, **kwargs)
         else:
             from provisioner.drivers.azure import AzureDriver
             from provisioner.multi import PerRegion
@@ -79,7 +80,9 @@ def make(
                 if k in cfg.azure
             }
             locations = sorted(regions.get(cloud, set()) | set(cfg.azure.get("regions", []))) or ["eastus"]
-            out[cloud] = PerRegion(cloud, {loc: AzureDriver(sub, group, loc, **extra) for loc in locations})
+            out[cloud] = PerRegion(
+                cloud, {loc: AzureDriver(sub, group, loc, bootstrap=cfg.bootstrap, **extra) for loc in locations}
+            )
     return out
 
 

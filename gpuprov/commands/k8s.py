@@ -47,6 +47,9 @@ def register(app: typer.Typer) -> None:
         sa_annotation: list[str] = typer.Option(
             None, "--service-account-annotation", help="KEY=VALUE on the window CronJobs' ServiceAccount"
         ),
+        windows_namespace: str = typer.Option(
+            "gpuprov", "--windows-namespace", help="with --windows cronjob: the namespace of the CronJobs"
+        ),
         window: str = typer.Option(None, "--window", help="with apply-window: the window to put in force"),
         kubeconfig: str = typer.Option(None, "--kubeconfig", help="with apply-window (default: in-cluster or ~/.kube)"),
         context: str = typer.Option(None, "--context", help="with apply-window: the kubeconfig context"),
@@ -89,6 +92,8 @@ def register(app: typer.Typer) -> None:
         annotations = _annotations(sa_annotation)
         from k8s.render import DNS1123
 
+        if not DNS1123.fullmatch(windows_namespace or ""):
+            raise UsageError(f"--windows-namespace: {names.show(windows_namespace)} is not a Kubernetes namespace name")
         for ns in common.split(namespace):
             if not DNS1123.fullmatch(ns):
                 raise UsageError(f"--namespace: {names.show(ns)} is not a Kubernetes namespace name")
@@ -117,7 +122,9 @@ def register(app: typer.Typer) -> None:
         )
         files = render(doc, params, when)
         if windows == "cronjob" and image is not None:
-            files = dict(sorted({**files, **window_cronjobs(doc, image, params, annotations)}.items()))
+            files = dict(
+                sorted({**files, **window_cronjobs(doc, image, params, annotations, windows_namespace)}.items())
+            )
         target = Path(out)
         if target.exists() and not target.is_dir():
             raise UsageError(f"--out {names.show(out, 80)} is a file")

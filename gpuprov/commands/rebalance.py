@@ -125,14 +125,17 @@ def _emit(
                 "a CronJob's filesystem lasts one Job: the lease and journal need PostgreSQL",
                 hint="set GPUPROV_DATABASE_URL to PostgreSQL (the Secret gpuprov/database-url), or pass --allow-sqlite",
             )
-        config_text = None
+        config_text: str | None = None
+        config_files: dict[str, str] = {}
         if cfg.path is not None:
             from gpuprov.safeyaml import read_text
 
-            config_text = emit.check_config(read_text(cfg.path, str(cfg.path)), str(cfg.path))
+            config_text, config_files = emit.check_config(
+                read_text(cfg.path, str(cfg.path)), str(cfg.path), dict(cfg.bootstrap.scripts)
+            )
         from dataclasses import replace as _replace
 
-        job = _replace(job, image=emit.check_image(image), config_yaml=config_text)
+        job = _replace(job, image=emit.check_image(image), config_yaml=config_text, config_files=config_files)
         files["rebalance.yaml"] = (emit.dump(emit.kubernetes(job, _cron(interval))), 0o644)
     else:
         import shutil

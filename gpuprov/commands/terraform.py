@@ -64,13 +64,15 @@ def register(app: typer.Typer) -> None:
             return
         if plan is None or out is None:
             raise UsageError("give a PLAN and --out DIR (or --check DIR)")
+        from gpuprov import config
         from terraform.plan import PlanFormatError
         from terraform.render import render_plan
         from terraform.write import write_files
 
+        bootstrap = config.load().bootstrap  # the VMs' user data, from the config (none: none rendered)
         doc = _load_plan(plan)
         try:
-            files = render_plan(doc, capacity_reservation=capacity_reservation)
+            files = render_plan(doc, capacity_reservation=capacity_reservation, bootstrap=bootstrap)
         except PlanFormatError as exc:
             raise UsageError(f"plan {plan} cannot be rendered: {exc}") from None
         problems = check_files(files)

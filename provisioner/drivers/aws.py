@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuprov.bootstrap import Bootstrap
 from gpuprov.errors import (
     CapacityError,
     CredentialsError,
@@ -99,6 +100,7 @@ class AwsDriver:
         session: Any = None,
         security_groups: Sequence[str] = (),
         max_attempts: int = 5,
+        bootstrap: Bootstrap | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         boto3, self._exc, config = _sdk()
@@ -108,6 +110,7 @@ class AwsDriver:
         self.subnets = subnets or {}  # zone id or name -> subnet id
         self.key_name = key_name
         self.security_groups = list(security_groups)
+        self.bootstrap = bootstrap or Bootstrap()
         self._session = session or boto3.session.Session()
         self._config = config(retries={"mode": "standard", "max_attempts": max_attempts}, user_agent_extra="gpuprov")
         self._once = config(retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra="gpuprov")
@@ -298,6 +301,9 @@ class AwsDriver:
             params["SecurityGroupIds"] = self.security_groups
         if self.key_name:
             params["KeyName"] = self.key_name
+        user_data = self.bootstrap.user_data("aws", request.workload, request.market.value, request.plan_id)
+        if user_data is not None:
+            params["UserData"] = user_data  # botocore base64-encodes it for RunInstances
         token_filter = [{"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}]
         for attempt in range(1, self.max_attempts + 1):
             try:

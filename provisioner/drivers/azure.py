@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuprov.bootstrap import Bootstrap, b64
 from gpuprov.errors import (
     CapacityError,
     ConfigError,
@@ -206,6 +207,7 @@ class AzureDriver:
         os_disk_gb: int | None = 200,
         os_disk_type: str = "Premium_LRS",
         client_kwargs: Mapping[str, Any] | None = None,
+        bootstrap: Bootstrap | None = None,
     ) -> None:
         self.subscription_id = subscription_id
         self.resource_group = resource_group
@@ -219,6 +221,7 @@ class AzureDriver:
         self.os_disk_type = os_disk_type
         self._credential = credential
         self._client_kwargs = dict(client_kwargs or {})
+        self.bootstrap = bootstrap or Bootstrap()
         self._compute: Any = None
 
     def _vms(self) -> Any:
@@ -318,16 +321,20 @@ class AzureDriver:
                 )
             ],
         )
+        os_profile = m.OSProfile(
+            computer_name=name,
+            admin_username=self.admin_username,
+            linux_configuration=m.LinuxConfiguration(
+                disable_password_authentication=True, ssh=m.SshConfiguration(public_keys=[key])
+            ),
+        )
+        custom = self.bootstrap.user_data("azure", request.workload, request.market.value, request.plan_id)
+        if custom is not None:
+            os_profile.custom_data = b64(custom)  # the API takes it base64-encoded
         props: dict[str, Any] = {
             "hardware_profile": m.HardwareProfile(vm_size=request.instance_type),
             "storage_profile": m.StorageProfile(image_reference=m.ImageReference(image), os_disk=os_disk),
-            "os_profile": m.OSProfile(
-                computer_name=name,
-                admin_username=self.admin_username,
-                linux_configuration=m.LinuxConfiguration(
-                    disable_password_authentication=True, ssh=m.SshConfiguration(public_keys=[key])
-                ),
-            ),
+            "os_profile": os_profile,
             "network_profile": m.NetworkProfile(
                 network_api_version=NETWORK_API_VERSION, network_interface_configurations=[nic]
             ),

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuprov.bootstrap import Bootstrap
 from gpuprov.errors import (
     CapacityError,
     ConfigError,
@@ -63,6 +64,7 @@ from provisioner.base import (
 DEFAULT_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 DEFAULT_NETWORK = "global/networks/default"
 TAGS_METADATA_KEY = "gpuprov-tags"
+STARTUP_SCRIPT_KEY = "startup-script"  # the config's bootstrap.gcp (gpuprov/bootstrap.py)
 
 # Operation / error reason codes, as GCE reports them (operation errors[].code, HTTP errors[].reason).
 CAPACITY_CODES = frozenset(
@@ -286,6 +288,7 @@ class GcpDriver:
         subnetwork: str | None = None,
         boot_disk_gb: int = 200,
         boot_disk_type: str = "pd-balanced",
+        bootstrap: Bootstrap | None = None,
     ) -> None:
         self.project = project
         self.zones = tuple(zones)
@@ -295,6 +298,7 @@ class GcpDriver:
         self.poll = poll or GcpPolling()
         self.boot_disk_gb = boot_disk_gb
         self.boot_disk_type = boot_disk_type
+        self.bootstrap = bootstrap or Bootstrap()
         self._credentials = credentials
         self._instances: Any = None
         self._policies: Any = None
@@ -497,9 +501,15 @@ class GcpDriver:
         if spot:
             scheduling.instance_termination_action = "DELETE"
         metadata = compute_v1.Metadata()
+        items: list[Any] = []
         if any(labels.get(k) != tags[k] for k in TAGS):
             exact = json.dumps({k: tags[k] for k in TAGS}, sort_keys=True)
-            metadata.items = [compute_v1.Items(key=TAGS_METADATA_KEY, value=exact)]
+            items.append(compute_v1.Items(key=TAGS_METADATA_KEY, value=exact))
+        script = self.bootstrap.user_data("gcp", request.workload, request.market.value, request.plan_id)
+        if script is not None:
+            items.append(compute_v1.Items(key=STARTUP_SCRIPT_KEY, value=script))
+        if items:
+            metadata.items = items
         disk = compute_v1.AttachedDisk(
             boot=True,
             auto_delete=True,

@@ -191,6 +191,11 @@ CASES: list[Case] = [
     ("config-regions-string", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{regions_string}"}),
     ("config-discount-5", lambda t: ["plan", "--gpus", "8", "--type", "a100"], {"GPUPROV_CONFIG": "{discount}"}),
     ("config-is-directory", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{dir}"}),
+    ("bootstrap-missing", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{bootstrap_missing}"}),
+    ("bootstrap-over-16k", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{bootstrap_huge}"}),
+    ("bootstrap-kubelet-yaml", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{bootstrap_kubelet_yaml}"}),
+    ("bootstrap-kubelet-str", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{bootstrap_kubelet_str}"}),
+    ("bootstrap-unknown-cloud", lambda t: ["status", "--cached"], {"GPUPROV_CONFIG": "{bootstrap_oci}"}),
     ("env-owner-newline", lambda t: ["status", "--cached"], {"GPUPROV_OWNER": "a\nb"}),
     # -- fleet commands
     ("apply-owner-glob", lambda t: ["apply", plan_file(t, []), "--owner", "prod-*"], {}),
@@ -260,6 +265,12 @@ CONFIGS = {
     "budget_inf": b"limits: {budget_per_hour: .inf}\n",
     "regions_string": b"aws: {regions: us-east-1}\n",
     "discount": b"discounts: {aws: 5}\n",
+    # bootstrap files are read relative to the config file; some cases point at the config itself
+    "bootstrap_missing": b"bootstrap: {aws: nope.sh}\n",
+    "bootstrap_huge": b"bootstrap: {aws: bootstrap_huge.yaml}\n" + b"#" * 17000 + b"\n",
+    "bootstrap_kubelet_yaml": b"bootstrap: {gcp: bootstrap_kubelet_yaml.yaml, kubelet: true}\n",
+    "bootstrap_kubelet_str": b"bootstrap: {aws: bootstrap_kubelet_str.yaml, kubelet: 'yes'}\n",
+    "bootstrap_oci": b"bootstrap: {oci: x.sh}\n",
 }
 
 

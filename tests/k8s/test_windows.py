@@ -21,7 +21,17 @@ from typer.testing import CliRunner
 
 from gpuprov.cli import app
 from k8s.check import problems
-from k8s.render import Params, cron, edges, window_cronjobs, window_limits, window_patches, window_slots
+from k8s.render import (
+    WINDOW_SA,
+    Params,
+    cron,
+    edges,
+    window_cronjobs,
+    window_limits,
+    window_patches,
+    window_rbac,
+    window_slots,
+)
 from tests.plans import planned
 
 runner = CliRunner()
@@ -123,6 +133,36 @@ def test_one_valid_cronjob_per_edge_running_apply_window(case: str) -> None:
         assert c["args"] == ["k8s", "apply-window", doc.plan_id, "--window", w.name]
     assert len({j["metadata"]["name"] for j in jobs}) == len(jobs)
     assert problems(files["windows-serviceaccount.yaml"][0]) == []
+    role, binding = files["windows-rbac.yaml"]
+    assert problems(role) == [] and problems(binding) == []  # Kubernetes 1.35 rbac/v1, strict
+    account = files["windows-serviceaccount.yaml"][0]["metadata"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": "gpuprov"}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    for job in jobs:
+        assert job["metadata"]["namespace"] == account["namespace"]
+        assert job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
+
+
+def _granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+@pytest.mark.parametrize(("nodes", "queues"), [(True, True), (True, False), (False, True)])
+def test_window_rbac_grants_exactly_what_the_patches_need(nodes: bool, queues: bool) -> None:
+    doc = planned("day_night")
+    p = Params(nodes=nodes, queues=queues)
+    needed = {(x.group, x.plural, "patch") for w in edges(doc) for x in window_patches(doc, w, p)}
+    role, binding = window_rbac(p, "ops")
+    assert _granted(role["rules"]) == needed
+    assert binding["subjects"][0] == {"kind": "ServiceAccount", "name": WINDOW_SA, "namespace": "ops"}
+
+
+def test_the_rbac_schema_is_strict() -> None:
+    role, binding = window_rbac(Params(), "gpuprov")
+    assert problems({**role, "rules": [{**role["rules"][0], "verb": ["get"]}]})  # a typo is an error
+    assert problems({**role, "rules": [{"apiGroups": ["karpenter.sh"], "resources": ["nodepools"]}]})  # no verbs
+    assert problems({**binding, "roleRef": {**binding["roleRef"], "namespace": "x"}})
+    assert problems({**role, "kind": "Role", "rules": "all"})
 
 
 def test_window_limits_are_each_pools_peak_within_the_window() -> None:
@@ -154,6 +194,9 @@ def test_apply_window_sends_exactly_the_windows_patches(fake_api: tuple[FakeApi,
         (f"/apis/{p.group}/{p.version}/{p.plural}/{p.name}", p.body) for p in want
     ]
     assert {q["method"] for q in api.requests} == {"PATCH"}
+    # the emitted ClusterRole grants each request sent: verb patch on that group and plural
+    sent = {(q["path"].split("/")[2], q["path"].split("/")[4], q["method"].lower()) for q in api.requests}
+    assert sent <= _granted(window_rbac(Params(), "gpuprov")[0]["rules"])
     assert {q["content_type"] for q in api.requests} == {"application/merge-patch+json"}
     assert {q["authorization"] for q in api.requests} == {"Bearer t0ken"}
     # the quotas sent are the plan's GPUs per workload at the window's start
@@ -199,8 +242,16 @@ def test_cli_emits_cronjobs_and_refuses_a_plan_without_edges(tmp_path: Path) -> 
     assert r.exit_code == 0, r.output
     docs = [d for d in yaml.safe_load_all((out / "windows-cronjobs.yaml").read_text()) if d]
     assert [d["kind"] for d in docs] == ["CronJob", "CronJob"]
+    rbac = [d for d in yaml.safe_load_all((out / "windows-rbac.yaml").read_text()) if d]
+    assert [d["kind"] for d in rbac] == ["ClusterRole", "ClusterRoleBinding"]
     r = runner.invoke(app, ["k8s", "--check", str(out)])
     assert r.exit_code == 0, r.stdout
+    ns = tmp_path / "ns"
+    r = runner.invoke(
+        app, ["k8s", pid, "--out", str(ns), "--windows", "cronjob", "--image", IMAGE, "--windows-namespace", "ops"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "namespace: ops" in (ns / "windows-rbac.yaml").read_text()
     again = tmp_path / "again"
     runner.invoke(app, ["k8s", pid, "--out", str(again), "--windows", "cronjob", "--image", IMAGE])
     assert (again / "windows-cronjobs.yaml").read_bytes() == (out / "windows-cronjobs.yaml").read_bytes()
@@ -212,6 +263,7 @@ def test_cli_emits_cronjobs_and_refuses_a_plan_without_edges(tmp_path: Path) -> 
         [pid, "--windows", "cronjob", "--image", "ghcr.io/acme/gpuprov:latest"],
         [pid, "--windows", "sometimes"],
         [pid, "--windows", "cronjob", "--image", IMAGE, "--service-account-annotation", "no-equals"],
+        [pid, "--windows", "cronjob", "--image", IMAGE, "--windows-namespace", "Bad_NS"],
     ):
         r = runner.invoke(app, ["k8s", *bad, "--out", str(tmp_path / "new")])
         assert r.exit_code == 2, (bad, r.output)

@@ -245,3 +245,59 @@ def test_an_efa_gang_launches_with_an_efa_interface_in_the_subnet_and_groups(aws
         LaunchRequest(**base, instance_type="g5.xlarge", market=Market.ON_DEMAND, token="noefa1", placement_group="pg")
     )
     assert [s["NetworkInterfaces"][0].get("InterfaceType") for s in sent[1:]] == [None, None]
+
+
+def test_bootstrap_user_data_with_the_kubelet_line_is_the_instances_user_data(aws: None) -> None:
+    import base64
+    import shlex
+
+    from gpuprov.bootstrap import Bootstrap
+
+    script = '#!/bin/bash\nset -eu\n/etc/eks/bootstrap.sh prod --kubelet-extra-args "$KUBELET_EXTRA_ARGS"\n'
+    driver = make_driver(bootstrap=Bootstrap({"aws": script}, kubelet=True))
+    handle = driver.launch(req("tok-boot", market=Market.SPOT))
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    iid = handle.instance_id.split("/", 1)[1]
+    sent = ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")["UserData"]["Value"]
+    text = base64.b64decode(sent).decode()
+    first, kubelet, rest = text.split("\n", 2)
+    assert first == "#!/bin/bash" and rest == script.split("\n", 1)[1]
+    assert shlex.split(kubelet) == [
+        "export",
+        "KUBELET_EXTRA_ARGS=--node-labels=gpuprov.io/workload=training,gpuprov.io/market=spot,gpuprov.io/plan=plan1"
+        " --register-with-taints=nvidia.com/gpu=true:NoSchedule",
+    ]
+    # the same facts are the instance's tags, under the one key mapping
+    tags = {
+        t["Key"]: t["Value"]
+        for t in ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]["Tags"]
+    }
+    assert (tags["gpuprov-workload"], tags["gpuprov-market"], tags["gpuprov-plan"]) == ("training", "spot", "plan1")
+
+
+def test_no_bootstrap_sends_no_user_data(aws: None) -> None:
+    handle = make_driver().launch(req("tok-plain"))
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    attr = ec2.describe_instance_attribute(InstanceId=handle.instance_id.split("/", 1)[1], Attribute="userData")
+    assert not attr.get("UserData", {}).get("Value")
+
+
+def test_a_workload_that_is_no_label_value_launches_nothing(aws: None) -> None:
+    from gpuprov.bootstrap import Bootstrap
+    from gpuprov.errors import ConfigError
+
+    driver = make_driver(bootstrap=Bootstrap({"aws": "#!/bin/sh\n"}, kubelet=True))
+    bad = LaunchRequest(
+        cloud=Cloud.AWS,
+        region="us-east-1",
+        zone="use1-az1",
+        instance_type="p4d.24xlarge",
+        market=Market.ON_DEMAND,
+        token="tok-bad",
+        owner="fleet-a",
+        plan_id="plan1",
+        workload="x';rm -rf /;'",
+    )
+    with pytest.raises(ConfigError, match="not a valid Kubernetes label value"):
+        driver.launch(bad)
+    assert driver.describe("fleet-a") == []

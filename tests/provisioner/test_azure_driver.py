@@ -379,3 +379,25 @@ def test_importing_the_driver_loads_no_azure_sdk() -> None:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []
+
+
+def test_bootstrap_is_base64_custom_data(replay: responses.RequestsMock) -> None:
+    import base64
+
+    from gpuprov.bootstrap import Bootstrap
+
+    begin_launch(replay)
+    record(replay, "GET", ASYNC, "operations.get.succeeded.json")
+    record(replay, "GET", f"{VMS}/{NAME}", "virtualMachines.get.json")
+    script = "#cloud-config\nruncmd: [[touch, /tmp/ok]]\n"
+    make_driver(bootstrap=Bootstrap({"azure": script})).launch(request(market=Market.ON_DEMAND))
+    body = json.loads(replay.calls[1].request.body)
+    assert base64.b64decode(body["properties"]["osProfile"]["customData"]).decode() == script
+
+
+def test_no_bootstrap_sends_no_custom_data(replay: responses.RequestsMock) -> None:
+    begin_launch(replay)
+    record(replay, "GET", ASYNC, "operations.get.succeeded.json")
+    record(replay, "GET", f"{VMS}/{NAME}", "virtualMachines.get.json")
+    make_driver().launch(request())
+    assert "customData" not in json.loads(replay.calls[1].request.body)["properties"]["osProfile"]

@@ -479,3 +479,31 @@ def test_placement_group_names_become_valid_policy_names() -> None:
     assert policy_name("gpuprov-team-ml-train-us-central1-a") == "gpuprov-team-ml-train-us-central1-a"
     odd = policy_name("gpuprov-Team_ML-train-us-central1-a")
     assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", odd) and odd != policy_name("gpuprov-team-ml-x")
+
+
+def test_bootstrap_is_the_startup_script_metadata_item(replay: responses.RequestsMock) -> None:
+    from gpuprov.bootstrap import Bootstrap
+
+    record(replay, "GET", f"{API}/instances/{NAME}", "instances.get.404.json", status=404)
+    record(replay, "POST", f"{API}/instances", "instances.insert.spot.json")
+    record(replay, "GET", f"{API}/operations/{INSERT_OP}", "zoneOperations.get.insert.done.json")
+    record(replay, "GET", f"{API}/instances/{NAME}", "instances.get.spot.json")
+    script = "#!/bin/bash\necho '${not terraform}' %{x}\n"
+    driver = GcpDriver(
+        PROJECT,
+        (ZONE,),
+        credentials=AnonymousCredentials(),
+        poll=FAST,
+        bootstrap=Bootstrap({"gcp": script}, kubelet=True),
+    )
+    driver.launch(request())
+    body = json.loads(replay.calls[1].request.body)
+    items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    assert list(items) == ["startup-script"]  # every tag was a valid label: no gpuprov-tags item
+    assert items["startup-script"] == (
+        "#!/bin/bash\nexport KUBELET_EXTRA_ARGS='--node-labels=gpuprov.io/workload=train,gpuprov.io/market=spot,"
+        "gpuprov.io/plan=9b1f0c2d4e6a --register-with-taints=nvidia.com/gpu=true:NoSchedule'\n"
+        "echo '${not terraform}' %{x}\n"
+    )
+    # labels carry the same facts under the one key mapping (gpuprov.bootstrap.tag_key)
+    assert (body["labels"]["gpuprov-workload"], body["labels"]["gpuprov-market"]) == ("train", "spot")

@@ -243,3 +243,27 @@ def test_the_service_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
         ).stdout
     )
     assert len(history) >= 2 and {h["decision"] for h in history} == {"keep"}
+
+
+def test_the_configs_bootstrap_files_travel_in_the_configmap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprov import config as config_module
+    from k8s.check import problems
+
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "join.sh").write_text("#!/bin/sh\necho '${x}'\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("owner: prod\nbootstrap: {aws: boot/join.sh, kubelet: true}\n")
+    env = {"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@db/gpuprov", "GPUPROV_CONFIG": str(config)}
+    docs = emitted("--every", "15m", "--owner", "prod", "--image", IMAGE, env=env)
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert problems(cm) == []
+    assert sorted(cm["data"]) == ["bootstrap-aws.sh", "config.yaml"]
+    assert cm["data"]["bootstrap-aws.sh"] == "#!/bin/sh\necho '${x}'\n"
+    # as the pod mounts it (/etc/gpuprov): the config loads, its bootstrap read from beside it
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    for key, text in cm["data"].items():
+        (mount / key).write_text(text)
+    monkeypatch.setenv("GPUPROV_CONFIG", str(mount / "config.yaml"))
+    loaded = config_module.load()
+    assert loaded.bootstrap.scripts == {"aws": "#!/bin/sh\necho '${x}'\n"} and loaded.bootstrap.kubelet
