@@ -40,7 +40,7 @@ import random
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -50,7 +50,7 @@ from typing import Any
 from gpuprov import plandoc as pd
 from gpuprov import planning
 from gpuprov.errors import UsageError
-from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Cloud, Market, Offer, SnapshotInfo
+from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Cloud, InstanceHandle, Market, Offer, Site, SnapshotInfo
 from gpuprov.optimizer.problem import profiles
 from gpuprov.optimizer.solve import solve
 from pricing.history import PriceChange, Replay
@@ -191,7 +191,7 @@ class _Solver:
         doc: pd.PlanDocument,
         offers: Sequence[Offer],
         snapshots: Sequence[SnapshotInfo],
-        unavailable: Any,
+        unavailable: Collection[Site],
         created: datetime,
         rebalance: Mapping[str, Any] | None = None,
     ) -> pd.PlanDocument:
@@ -428,7 +428,7 @@ class _Size:
         self.gpus_per_instance = gpus
 
 
-def _any_offer(doc: pd.PlanDocument, h: Any) -> Any:
+def _any_offer(doc: pd.PlanDocument, h: InstanceHandle) -> _Size:
     """The GPUs of an instance whose offer has left the catalog: from the plan that launched it."""
     for a in doc.allocations:
         if (a.cloud, a.location, a.instance_type) == (h.cloud.value, h.zone or h.region, h.instance_type):

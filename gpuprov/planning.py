@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuprov import plandoc as pd
 from gpuprov.models import (
@@ -40,6 +40,9 @@ from gpuprov.optimizer.reduce import usable
 from gpuprov.optimizer.solve import solve
 
 Pool4 = Site
+
+if TYPE_CHECKING:
+    from policies.model import Policy
 CENT = Decimal("0.01")
 
 
@@ -123,7 +126,9 @@ def flags_spec(
     )
 
 
-def policy_spec(policy: Any, gpu_names: Sequence[str], solver: str, gap: float, time_limit_s: float) -> pd.RequestSpec:
+def policy_spec(
+    policy: Policy, gpu_names: Sequence[str], solver: str, gap: float, time_limit_s: float
+) -> pd.RequestSpec:
     from policies import constraints
 
     return pd.RequestSpec(
@@ -134,7 +139,7 @@ def policy_spec(policy: Any, gpu_names: Sequence[str], solver: str, gap: float, 
         clouds_deny=tuple(policy.clouds_deny),
         regions_allow=tuple(policy.regions_allow),
         regions_deny=tuple(policy.regions_deny),
-        markets=None if policy.markets is None else tuple(policy.markets),
+        markets=None if policy.markets is None else tuple(policy.markets),  # type: ignore[arg-type]
         offer_caps=tuple(
             pd.OfferCapSpec(c.cloud, c.region, c.zone, c.instance_type, c.market, c.max_instances)
             for c in policy.offer_caps
@@ -402,7 +407,7 @@ def flags_context() -> Context:
     return Context(policy=None, timezone="UTC", slot_origin="constant", windows=(), max_price_age_hours=Decimal(24))
 
 
-def policy_context(policy: Any) -> Context:
+def policy_context(policy: Policy) -> Context:
     """When each slot is and what the windows are."""
     from policies.schedule import window_starts
 

@@ -29,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gpuprov.errors import GpuprovError, PricingError
 from gpuprov.models import Cloud, Offer, SnapshotInfo
@@ -47,7 +47,24 @@ from pricing.gpus import GPUS
 from pricing.validate import DEFAULT_SPOT_FACTOR, check_offers
 
 if TYPE_CHECKING:
-    from gpuprov.store.catalog import Catalog
+    from gpuprov.models import Market
+
+
+class CatalogSink(Protocol):
+    """Where a refresh reads the markets it keeps and writes a cloud's new snapshot (the store's
+    ``Catalog`` is one): refresh depends on these two calls, not on the store."""
+
+    def offers(
+        self,
+        gpus: Collection[str],
+        clouds: Collection[Cloud] | None = None,
+        markets: Collection[Market] | None = None,
+    ) -> list[Offer]: ...
+
+    def add_snapshot(
+        self, source: str, cloud: Cloud, fetched_at: datetime, offers: Sequence[Offer], note: str = ""
+    ) -> SnapshotInfo: ...  # one transaction; the snapshot becomes the cloud's current one
+
 
 DEFAULT_WORKERS = 16
 DEFAULT_TIMEOUT = 600.0
@@ -129,7 +146,7 @@ def _as_error(source: str, exc: BaseException) -> GpuprovError:
 
 class _Run:
     def __init__(
-        self, catalog: Catalog, gpus: Collection[str] | None, spot_factor: Decimal, now: Callable[[], datetime]
+        self, catalog: CatalogSink, gpus: Collection[str] | None, spot_factor: Decimal, now: Callable[[], datetime]
     ) -> None:
         self.catalog, self.gpus, self.spot_factor, self.now = catalog, gpus, spot_factor, now
 
@@ -200,7 +217,7 @@ class _Run:
 
 def refresh(
     sources: Sequence[PriceSource],
-    catalog: Catalog,
+    catalog: CatalogSink,
     gpus: Collection[str] | None = None,
     *,
     max_workers: int = DEFAULT_WORKERS,

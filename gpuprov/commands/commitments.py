@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpuprov.commands import common
 
+if TYPE_CHECKING:
+    from rich.table import Table
 
-def _known() -> Any:
+    from commitments.records import Known
+    from gpuprov.models import InstanceHandle
+
+
+def _known() -> Known:
     from commitments.records import known_in
 
     catalog, _snapshots = common.open_catalog()
@@ -49,7 +56,7 @@ def _show(records: list[Any], fmt: str) -> None:
     common.console().print(table)
 
 
-def usage_rows(handles: list[Any], now: Any) -> list[dict[str, Any]]:
+def usage_rows(handles: list[InstanceHandle], now: datetime) -> list[dict[str, Any]]:
     """For ``gpuprov status``: per held commitment active now, what the running fleet (its
     instances that are not spot) uses of it and the cost of the unused part (commitments/usage.py);
     money as decimal strings. Empty, without touching the catalog, when none is held."""
@@ -81,7 +88,7 @@ def usage_rows(handles: list[Any], now: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def usage_table(rows: list[dict[str, Any]]) -> Any:
+def usage_table(rows: list[dict[str, Any]]) -> Table:
     from rich.table import Table
 
     unused = sum((Decimal(r["unused_hourly_usd"]) for r in rows), Decimal(0))
