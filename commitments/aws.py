@@ -33,44 +33,27 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from commitments.records import Commitment, Kind, Known, from_cloud
-from gpuprov.errors import CredentialsError, MissingExtraError, ProvisioningError, TransientError
+from gpuprov.errors import CredentialsError, ProvisioningError, TransientError
 from gpuprov.models import Offer
+from sdk import aws as sdk_aws
 
 HOME_REGION = "us-east-1"  # where DescribeRegions and the (global) Savings Plans API are asked
 OPEN_ENDED_HOURS = 8760
 SECONDS_PER_HOUR = 3600
 TERM_SECONDS = {31_536_000: "1y", 94_608_000: "3y"}
-AUTH_CODES = {
-    "AuthFailure",
-    "UnauthorizedOperation",
-    "InvalidClientTokenId",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-    "AccessDenied",
-    "AccessDeniedException",
-}
 SP_KINDS = {"Compute", "EC2Instance"}
 
 Note = str
-
-
-def _sdk() -> tuple[Any, Any, Any]:
-    try:
-        import boto3
-        import botocore.exceptions
-        from botocore.config import Config
-    except ImportError:
-        raise MissingExtraError("AWS discovery needs boto3", hint="pip install 'gpuprov[aws]'") from None
-    return boto3, botocore.exceptions, Config
 
 
 class _Calls:
     """Clients per (service, region), and AWS failures as gpuprov's errors (one line each)."""
 
     def __init__(self, session: Any) -> None:
-        boto3, self.exc, config = _sdk()
-        self.session = session or boto3.session.Session()
-        self.config = config(retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="gpuprov")
+        aws = sdk_aws.load("AWS discovery")
+        self.exc = aws.exceptions
+        self.session = session or aws.boto3.session.Session()
+        self.config = sdk_aws.config()
         self.clients: dict[tuple[str, str], Any] = {}
 
     def client(self, service: str, region: str) -> Any:
@@ -88,11 +71,11 @@ class _Calls:
                 "no AWS credentials found", hint="configure a profile, environment variables or an instance role"
             ) from None
         except exc.ClientError as err:
-            code = str(err.response.get("Error", {}).get("Code", ""))[:80]
-            if code in AUTH_CODES:
+            code = sdk_aws.code_of(err)
+            found = sdk_aws.kind(err)
+            if found is sdk_aws.ErrorKind.AUTH:
                 raise CredentialsError(f"AWS refused {what}: {code}", hint="the identity needs read access") from None
-            status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if status >= 500 or code in ("Throttling", "ThrottlingException", "RequestLimitExceeded"):
+            if found is sdk_aws.ErrorKind.TRANSIENT:
                 raise TransientError(f"AWS {what} kept failing after retries: {code}") from None
             raise ProvisioningError(f"AWS {what} failed: {code}") from None
         except exc.BotoCoreError as err:

@@ -25,8 +25,9 @@ from decimal import Decimal
 from typing import Any
 
 from commitments.records import Commitment, Kind, Known, from_cloud
-from gpuprov.errors import CredentialsError, MissingExtraError, ProvisioningError, TransientError
+from gpuprov.errors import CredentialsError, ProvisioningError, TransientError
 from gpuprov.models import Offer
+from sdk import azure as sdk_azure
 
 ARM = "https://management.azure.com"
 URL = f"{ARM}/providers/Microsoft.Capacity/reservations"
@@ -38,11 +39,7 @@ TIMEOUT_S = 60
 
 
 def _credential() -> Any:
-    try:
-        from azure.identity import DefaultAzureCredential
-    except ImportError:
-        raise MissingExtraError("Azure discovery needs azure-identity", hint="pip install 'gpuprov[azure]'") from None
-    return DefaultAzureCredential()
+    return sdk_azure.load("Azure discovery").credential()
 
 
 def reserved_prices(offers: Iterable[Offer]) -> dict[tuple[str, str, str], Decimal]:

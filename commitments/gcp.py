@@ -25,18 +25,16 @@ from decimal import Decimal
 from typing import Any
 
 from commitments.records import Commitment, Kind, Known, from_cloud
-from gpuprov.errors import CredentialsError, MissingExtraError, ProvisioningError, TransientError, UnknownGpuError
+from gpuprov.errors import CredentialsError, ProvisioningError, TransientError, UnknownGpuError
 from gpuprov.models import Offer
+from sdk import gcp as sdk_gcp
 
 PLANS = {"TWELVE_MONTH": ("1y", "reserved_1y"), "THIRTY_SIX_MONTH": ("3y", "reserved_3y")}
 
 
 def _sdk() -> Any:
-    try:
-        from google.cloud import compute_v1
-    except ImportError:
-        raise MissingExtraError("GCP discovery needs google-cloud-compute", hint="pip install 'gpuprov[gcp]'") from None
-    return compute_v1
+    """google.cloud.compute_v1 (sdk/gcp.py)."""
+    return sdk_gcp.load("GCP discovery").compute
 
 
 def _tail(url_or_name: str) -> str:

@@ -42,8 +42,9 @@ from gpuprov.errors import UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
 from pricing import interconnect
-from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError, missing_extra
+from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError
 from pricing.validate import MISSING, to_price
+from sdk import aws as sdk_aws
 
 SOURCE = "live:aws-pricelist+ec2"
 PRICING_REGION = "us-east-1"  # the Price List Query API endpoint region
@@ -91,15 +92,8 @@ class ProductPrices:
 
 
 def _sdk() -> tuple[Any, Any]:
-    try:
-        import boto3
-        import botocore.config
-        import botocore.exceptions
-        import botocore.session
-        import botocore.utils
-    except ImportError as exc:
-        raise missing_extra("the AWS SDK (boto3)", "aws") from exc
-    return boto3, botocore
+    aws = sdk_aws.load("the AWS price source")
+    return aws.boto3, aws.botocore
 
 
 def _timestamp(fallback: Callable[[str], datetime], value: str) -> datetime:
@@ -275,8 +269,8 @@ class AwsPriceSource:
                 self.session = boto3.Session(botocore_session=core)
             key = (service, region)
             if key not in self._clients:
-                config = botocore.config.Config(
-                    retries={"mode": "standard", "max_attempts": self.max_attempts},
+                config = sdk_aws.config(
+                    max_attempts=self.max_attempts,
                     connect_timeout=self.connect_timeout,
                     read_timeout=self.read_timeout,
                     max_pool_connections=self.pool_connections,

@@ -35,8 +35,9 @@ from typing import Any
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
 from pricing import interconnect
-from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError, missing_extra
+from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError
 from pricing.validate import MISSING, to_price
+from sdk import azure as sdk_azure
 
 SOURCE = "live:azure-retail-prices+resource-skus"
 PRICES_URL = "https://prices.azure.com/api/retail/prices"
@@ -98,20 +99,8 @@ def bundled_sizes() -> dict[str, VmSize]:
     return out
 
 
-def _sdk() -> dict[str, Any]:
-    try:
-        import requests
-        from azure.core import exceptions
-        from azure.identity import DefaultAzureCredential
-        from azure.mgmt.compute import ComputeManagementClient
-    except ImportError as exc:
-        raise missing_extra("the Azure SDK (azure-mgmt-compute, azure-identity, requests)", "azure") from exc
-    return {
-        "requests": requests,
-        "errors": exceptions,
-        "credential": DefaultAzureCredential,
-        "client": ComputeManagementClient,
-    }
+def _sdk() -> sdk_azure.Azure:
+    return sdk_azure.load("the Azure price source")
 
 
 # -- parsing (pure) -------------------------------------------------------------------------
@@ -218,7 +207,7 @@ class AzurePriceSource:
         self._clients: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
 
-    def clients(self, sdk: dict[str, Any]) -> tuple[Any, Any]:
+    def clients(self, sdk: sdk_azure.Azure) -> tuple[Any, Any]:
         """(the ARM compute client or None without a subscription, the HTTP session for the Retail
         API), made once per source. The Retail Prices API is anonymous: without a subscription the
         refresh goes on, with the VM sizes the bundled catalog knows (see ``bundled_sizes``)."""
@@ -227,10 +216,10 @@ class AzurePriceSource:
                 subscription = self.subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID")
                 arm = None
                 if subscription:
-                    credential = self.credential or sdk["credential"]()
+                    credential = self.credential or sdk.credential()
                     extra: dict[str, Any] = {"base_url": self.arm_endpoint} if self.arm_endpoint else {}
-                    arm = sdk["client"](credential, subscription, **extra)
-                requests = sdk["requests"]
+                    arm = sdk.compute_client(credential, subscription, **extra)
+                requests = sdk.requests
                 http = requests.Session()
                 adapter = requests.adapters.HTTPAdapter(pool_maxsize=self.pool_connections)
                 http.mount("https://", adapter)
@@ -243,19 +232,19 @@ class AzurePriceSource:
         sdk = _sdk()
         try:
             return _AzureFetch(self, sdk, ctx, gpus).run()
-        except sdk["errors"].ClientAuthenticationError as exc:
+        except sdk.errors.ClientAuthenticationError as exc:
             raise SourceError(
                 self.name,
                 f"Azure authentication failed: {exc.message}",
                 hint="sign in with 'az login' or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET",
             ) from exc
-        except sdk["errors"].AzureError as exc:
+        except sdk.errors.AzureError as exc:
             raise SourceError(self.name, f"an Azure API call failed: {exc.message}") from exc
 
 
 class _AzureFetch:
     def __init__(
-        self, src: AzurePriceSource, sdk: dict[str, Any], ctx: FetchContext, gpus: Collection[str] | None
+        self, src: AzurePriceSource, sdk: sdk_azure.Azure, ctx: FetchContext, gpus: Collection[str] | None
     ) -> None:
         self.src, self.sdk, self.ctx = src, sdk, ctx
         self.gpus = set(gpus) if gpus is not None else None
@@ -281,7 +270,7 @@ class _AzureFetch:
         return sizes
 
     def _get(self, url: str, params: dict[str, str] | None) -> dict[str, Any]:
-        requests = self.sdk["requests"]
+        requests = self.sdk.requests
         for attempt in range(1, self.src.max_attempts + 1):
             self.ctx.check()
             delay = self.src.backoff * 2 ** (attempt - 1)

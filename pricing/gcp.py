@@ -40,8 +40,9 @@ from typing import Any
 from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
-from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError, missing_extra
+from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError
 from pricing.skypilot import _GCP_ATTACHABLE, _GCP_BUILTIN, GCP_N1_HOST, _gcp_builtin
+from sdk import gcp as sdk_gcp
 
 SOURCE = "live:gcp-cloudbilling+compute"
 COMPUTE_SERVICE = "services/6F81-5844-456A"
@@ -80,24 +81,8 @@ class UnitPrice:
     currency: str
 
 
-def _sdk() -> dict[str, Any]:
-    try:
-        import google.auth
-        from google.api_core import client_options, retry
-        from google.api_core import exceptions as api_exceptions
-        from google.cloud import billing_v1, compute_v1
-        from google.protobuf import json_format
-    except ImportError as exc:
-        raise missing_extra("the GCP SDK (google-cloud-billing, google-cloud-compute)", "gcp") from exc
-    return {
-        "auth": google.auth,
-        "billing": billing_v1,
-        "compute": compute_v1,
-        "retry": retry,
-        "errors": api_exceptions,
-        "options": client_options,
-        "json_format": json_format,
-    }
+def _sdk() -> sdk_gcp.Gcp:
+    return sdk_gcp.load("the GCP price source", billing=True)
 
 
 # -- parsing (pure) ---------------------------------------------------------------------
@@ -184,21 +169,21 @@ class GcpPriceSource:
         self._clients: tuple[Any, Any, Any, str] | None = None
         self._lock = threading.Lock()
 
-    def clients(self, sdk: dict[str, Any]) -> tuple[Any, Any, Any, str]:
+    def clients(self, sdk: sdk_gcp.Gcp) -> tuple[Any, Any, Any, str]:
         """(billing, accelerator types, machine types, project), made once per source."""
         with self._lock:
             if self._clients is None:
                 creds, project = self.credentials, self.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
                 if creds is None:
-                    creds, found = sdk["auth"].default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+                    creds, found = sdk.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
                     project = project or found
                 if not project:
                     raise ConfigError(
                         "no GCP project for the Compute Engine machine-type lookups",
                         hint="set GOOGLE_CLOUD_PROJECT, or pass project= to GcpPriceSource",
                     )
-                options = sdk["options"].ClientOptions
-                billing = sdk["billing"].CloudCatalogClient(
+                options = sdk.options.ClientOptions
+                billing = sdk.billing.CloudCatalogClient(
                     credentials=creds,
                     transport="rest",
                     client_options=options(api_endpoint=self.billing_endpoint) if self.billing_endpoint else None,
@@ -206,8 +191,8 @@ class GcpPriceSource:
                 compute = options(api_endpoint=self.compute_endpoint) if self.compute_endpoint else None
                 self._clients = (
                     billing,
-                    sdk["compute"].AcceleratorTypesClient(credentials=creds, client_options=compute),
-                    sdk["compute"].MachineTypesClient(credentials=creds, client_options=compute),
+                    sdk.compute.AcceleratorTypesClient(credentials=creds, client_options=compute),
+                    sdk.compute.MachineTypesClient(credentials=creds, client_options=compute),
                     project,
                 )
             return self._clients
@@ -217,24 +202,22 @@ class GcpPriceSource:
         sdk = _sdk()
         try:
             return _GcpFetch(self, sdk, ctx, gpus).run()
-        except sdk["auth"].exceptions.DefaultCredentialsError as exc:
+        except sdk.auth.exceptions.DefaultCredentialsError as exc:
             raise SourceError(
                 self.name, "no GCP credentials found", hint="run 'gcloud auth application-default login'"
             ) from exc
-        except sdk["errors"].GoogleAPICallError as exc:
+        except sdk.errors.GoogleAPICallError as exc:
             raise SourceError(self.name, f"a GCP API call failed: {exc}") from exc
-        except sdk["json_format"].ParseError as exc:
+        except sdk.json_format.ParseError as exc:
             raise MalformedResponseError(self.name, f"a GCP API page is malformed: {exc}") from exc
 
 
 class _GcpFetch:
-    def __init__(
-        self, src: GcpPriceSource, sdk: dict[str, Any], ctx: FetchContext, gpus: Collection[str] | None
-    ) -> None:
+    def __init__(self, src: GcpPriceSource, sdk: sdk_gcp.Gcp, ctx: FetchContext, gpus: Collection[str] | None) -> None:
         self.src, self.sdk, self.ctx = src, sdk, ctx
         self.gpus = set(gpus) if gpus is not None else None
         self.skipped: Counter[str] = Counter()
-        retry, errors = sdk["retry"], sdk["errors"]
+        retry, errors = sdk.retry, sdk.errors
         self.retry = retry.Retry(
             predicate=retry.if_exception_type(
                 errors.TooManyRequests,
@@ -251,7 +234,7 @@ class _GcpFetch:
 
     # -- leaf requests -----------------------------------------------------------------
     def _skus(self, client: Any) -> list[Any]:
-        request = self.sdk["billing"].ListSkusRequest(parent=COMPUTE_SERVICE, currency_code="USD")
+        request = self.sdk.billing.ListSkusRequest(parent=COMPUTE_SERVICE, currency_code="USD")
         out: list[Any] = []
         for page in client.list_skus(request=request, retry=self.retry, timeout=self.src.timeout).pages:
             self.ctx.request_done("list_skus")
@@ -260,7 +243,7 @@ class _GcpFetch:
         return out
 
     def _accelerators(self, client: Any, project: str) -> dict[str, dict[str, int]]:
-        request = self.sdk["compute"].AggregatedListAcceleratorTypesRequest(project=project)
+        request = self.sdk.compute.AggregatedListAcceleratorTypesRequest(project=project)
         zones: dict[str, dict[str, int]] = {}
         for page in client.aggregated_list(request=request, retry=self.retry, timeout=self.src.timeout).pages:
             self.ctx.request_done("acceleratorTypes.aggregatedList")
@@ -273,7 +256,7 @@ class _GcpFetch:
         return zones
 
     def _machines(self, client: Any, project: str, zone: str) -> list[Any]:
-        request = self.sdk["compute"].ListMachineTypesRequest(project=project, zone=zone, filter=machine_filter())
+        request = self.sdk.compute.ListMachineTypesRequest(project=project, zone=zone, filter=machine_filter())
         out: list[Any] = []
         for page in client.list(request=request, retry=self.retry, timeout=self.src.timeout).pages:
             self.ctx.request_done("machineTypes.list")

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from gpuprov.errors import CredentialsError, MissingExtraError, PricingError
+from gpuprov.errors import CredentialsError, PricingError
 from gpuprov.models import Offer
+from sdk import aws as sdk_aws
 
 HOME_REGION = "us-east-1"
 PLAN_KINDS = {"Compute": "compute", "EC2Instance": "ec2_instance"}
 TERMS = {31_536_000: "1y", 94_608_000: "3y"}
 PAYMENT_OPTION = "No Upfront"
-AUTH_CODES = {"AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredToken"}
 MAX_PAGES = 1000
 
 
@@ -112,14 +112,10 @@ def fetch(region: str, offers: Sequence[Offer], session: Any = None) -> tuple[li
     prices = on_demand(offers, region)
     if not prices:
         raise PricingError(f"the catalog has no AWS on-demand price in {region[:40]}", hint="gpuprov pricing refresh")
-    try:
-        import boto3
-        import botocore.exceptions as bexc
-        from botocore.config import Config
-    except ImportError:
-        raise MissingExtraError("Savings Plans rates need boto3", hint="pip install 'gpuprov[aws]'") from None
-    client = (session or boto3.session.Session()).client(
-        "savingsplans", region_name=HOME_REGION, config=Config(retries={"mode": "standard", "max_attempts": 5})
+    aws = sdk_aws.load("Savings Plans rates")
+    bexc = aws.exceptions
+    client = (session or aws.boto3.session.Session()).client(
+        "savingsplans", region_name=HOME_REGION, config=sdk_aws.config()
     )
     request: dict[str, Any] = {
         "savingsPlanPaymentOptions": [PAYMENT_OPTION],
@@ -143,8 +139,8 @@ def fetch(region: str, offers: Sequence[Offer], session: Any = None) -> tuple[li
         except bexc.NoCredentialsError:
             raise CredentialsError("no AWS credentials found", hint="configure a profile or environment") from None
         except bexc.ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))[:80]
-            if code in AUTH_CODES:
+            code = sdk_aws.code_of(exc)
+            if sdk_aws.kind(exc) is sdk_aws.ErrorKind.AUTH:
                 raise CredentialsError(f"AWS refused DescribeSavingsPlansOfferingRates: {code}") from None
             raise PricingError(f"AWS DescribeSavingsPlansOfferingRates failed: {code}") from None
         except bexc.BotoCoreError as exc:

@@ -20,7 +20,7 @@ def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
     [wheel] = tmp_path.glob("gpuprov-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.startswith("gpuprov-")}
-    assert tops == {"gpuprov", "pricing", "policies", "provisioner", "terraform", "k8s", "commitments"}
+    assert tops == {"gpuprov", "pricing", "policies", "provisioner", "terraform", "k8s", "commitments", "sdk"}
     for needed in (
         "pricing/data/offers.csv.gz",
         "pricing/data/snapshot.json",

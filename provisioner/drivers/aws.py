@@ -26,7 +26,6 @@ from gpuprov.bootstrap import Bootstrap
 from gpuprov.errors import (
     CapacityError,
     CredentialsError,
-    MissingExtraError,
     ProvisioningError,
     QuotaError,
     TransientError,
@@ -39,53 +38,13 @@ from provisioner.base import (
     LaunchRequest,
     read_tags,
 )
+from sdk import aws as sdk_aws
 
 OWNER_SAFE = re.compile(r"^[A-Za-z0-9_.:/=+@ -]{1,128}$")  # no EC2 filter wildcard
 
 log = logging.getLogger(__name__)
 
-CAPACITY_CODES = {
-    "InsufficientInstanceCapacity",
-    "InsufficientHostCapacity",
-    "InsufficientCapacity",
-    "InsufficientCapacityOnOutpost",
-    "Unsupported",
-    "SpotMaxPriceTooLow",
-    "InsufficientReservedInstanceCapacity",
-}
-QUOTA_CODES = {
-    "InstanceLimitExceeded",
-    "VcpuLimitExceeded",
-    "MaxSpotInstanceCountExceeded",
-    "SpotInstanceRequestLimitExceeded",
-}
-AUTH_CODES = {
-    "AuthFailure",
-    "UnauthorizedOperation",
-    "InvalidClientTokenId",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-    "OptInRequired",
-}
-THROTTLE_CODES = {
-    "RequestLimitExceeded",
-    "Throttling",
-    "ThrottlingException",
-    "ServiceUnavailable",
-    "InternalError",
-    "Unavailable",
-}
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
-
-
-def _sdk() -> tuple[Any, Any, Any]:
-    try:
-        import boto3
-        import botocore.exceptions
-        from botocore.config import Config
-    except ImportError:
-        raise MissingExtraError("the AWS driver needs boto3", hint="pip install 'gpuprov[aws]'") from None
-    return boto3, botocore.exceptions, Config
 
 
 class AwsDriver:
@@ -103,7 +62,8 @@ class AwsDriver:
         bootstrap: Bootstrap | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        boto3, self._exc, config = _sdk()
+        aws = sdk_aws.load("the AWS driver")
+        boto3, self._exc = aws.boto3, aws.exceptions
         self.regions = sorted(set(regions))  # empty: every region the account can see
         self._home = self.regions[0] if self.regions else "us-east-1"
         self.image = image
@@ -112,8 +72,8 @@ class AwsDriver:
         self.security_groups = list(security_groups)
         self.bootstrap = bootstrap or Bootstrap()
         self._session = session or boto3.session.Session()
-        self._config = config(retries={"mode": "standard", "max_attempts": max_attempts}, user_agent_extra="gpuprov")
-        self._once = config(retries={"mode": "standard", "total_max_attempts": 1}, user_agent_extra="gpuprov")
+        self._config = sdk_aws.config(max_attempts=max_attempts)
+        self._once = sdk_aws.config(total_max_attempts=1)
         self.max_attempts = max_attempts
         self._sleep = sleep
         self._clients: dict[str, Any] = {}
@@ -135,18 +95,19 @@ class AwsDriver:
 
     def _translate(self, what: str, exc: Any, pool: tuple[str, str, str, str] | None = None) -> ProvisioningError:
         """gpuprov's error for an EC2 ClientError (never echoing credentials)."""
-        code = exc.response.get("Error", {}).get("Code", "")
+        code = sdk_aws.code_of(exc)
         message = exc.response.get("Error", {}).get("Message", "")
-        if pool is not None and code in QUOTA_CODES:
+        found = sdk_aws.kind(exc)
+        if pool is not None and found is sdk_aws.ErrorKind.QUOTA:
             return QuotaError(f"AWS quota reached for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
-        if pool is not None and code in CAPACITY_CODES:
+        if pool is not None and found is sdk_aws.ErrorKind.CAPACITY:
             return CapacityError(f"AWS has no capacity for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
-        if code in AUTH_CODES:
+        if found is sdk_aws.ErrorKind.AUTH:
             return CredentialsError(
                 f"AWS refused the credentials for {what}: {code}",
                 hint="check the AWS credential chain (profile, environment, role)",
             )
-        if code in THROTTLE_CODES or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+        if found is sdk_aws.ErrorKind.TRANSIENT:
             return TransientError(f"AWS {what} kept failing after retries: {code}")
         return ProvisioningError(f"AWS {what} failed: {code}: {message}")
 

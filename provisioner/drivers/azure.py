@@ -39,7 +39,6 @@ from gpuprov.errors import (
     CapacityError,
     ConfigError,
     CredentialsError,
-    MissingExtraError,
     ProvisioningError,
     QuotaError,
     TransientError,
@@ -51,6 +50,7 @@ from provisioner.base import (
     LaunchRequest,
     read_tags,
 )
+from sdk import azure as sdk_azure
 
 DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 NETWORK_API_VERSION = "2020-11-01"
@@ -96,14 +96,9 @@ def vm_name(token: str) -> str:
 
 
 def _sdk() -> tuple[Any, Any]:
-    try:
-        from azure.mgmt.compute import ComputeManagementClient, models
-    except ImportError as exc:  # pragma: no cover - the test venv has the extra
-        raise MissingExtraError(
-            "the Azure driver needs azure-mgmt-compute: pip install 'gpuprov[azure]'",
-            hint="pip install 'gpuprov[azure]'",
-        ) from exc
-    return ComputeManagementClient, models
+    """ComputeManagementClient and its models (sdk/azure.py: loaded lazily, one missing-extra error)."""
+    azure = sdk_azure.load("the Azure driver")
+    return azure.compute_client, azure.models
 
 
 def _error_codes(error: Any) -> tuple[set[str], str]:

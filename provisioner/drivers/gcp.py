@@ -47,7 +47,6 @@ from gpuprov.errors import (
     CapacityError,
     ConfigError,
     CredentialsError,
-    MissingExtraError,
     ProvisioningError,
     QuotaError,
     TransientError,
@@ -60,6 +59,7 @@ from provisioner.base import (
     LaunchRequest,
     read_tags,
 )
+from sdk import gcp as sdk_gcp
 
 DEFAULT_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 DEFAULT_NETWORK = "global/networks/default"
@@ -150,13 +150,8 @@ def _labels(tags: dict[str, str]) -> dict[str, str]:
 
 
 def _sdk() -> Any:
-    try:
-        from google.cloud import compute_v1
-    except ImportError as exc:  # pragma: no cover - the test venv has the extra
-        raise MissingExtraError(
-            "the GCP driver needs google-cloud-compute: pip install 'gpuprov[gcp]'", hint="pip install 'gpuprov[gcp]'"
-        ) from exc
-    return compute_v1
+    """google.cloud.compute_v1 (sdk/gcp.py: loaded lazily, one missing-extra error)."""
+    return sdk_gcp.load("the GCP driver").compute
 
 
 def _codes(exc: BaseException) -> set[str]:
