@@ -303,9 +303,9 @@ def _pass(
             target.plan_id,
             len(limited.launch),
             len(limited.terminate),
-            str(before.quantize(Decimal("0.0001"))),
-            str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
-            str(saving.quantize(Decimal("0.01"))),
+            before.quantize(Decimal("0.0001")),
+            limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001")),
+            saving.quantize(Decimal("0.01")),
         )
     fleet.execute(
         limited,
@@ -328,9 +328,9 @@ def _pass(
         target.plan_id,
         len(limited.launch),
         len(limited.terminate),
-        str(before.quantize(Decimal("0.0001"))),
-        str(limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001"))),
-        str(saving.quantize(Decimal("0.01")) if decision is Decision.ADOPT else Decimal(0)),
+        before.quantize(Decimal("0.0001")),
+        limited.hourly(limited.keep, limited.launch).quantize(Decimal("0.0001")),
+        saving.quantize(Decimal("0.01")) if decision is Decision.ADOPT else Decimal(0),
     )
     world.fleets.record(rec)
     return rec

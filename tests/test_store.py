@@ -95,6 +95,27 @@ def test_plans_and_state_on_every_database(db_url: str) -> None:
     assert fleets.active_plan("fleet") == ("abc123", T0)
     fleets.record(PassRecord("fleet", T0, T0, "me", 3, (1, 2), "keep", "cheap enough"))
     assert [(p.decision, p.snapshots) for p in fleets.history("fleet")] == [("keep", (1, 2))]
+    money = PassRecord(
+        "fleet",
+        T0,
+        T0,
+        "me",
+        4,
+        (),
+        "adopt",
+        "saves",
+        "a",
+        "b",
+        2,
+        1,
+        Decimal("12.3456"),
+        Decimal("0.0001"),
+        Decimal("98765.43"),
+    )
+    fleets.record(money)
+    newest = fleets.history("fleet")[0]
+    assert newest == money  # read back by column name, money exact
+    assert isinstance(newest.expected_saving_usd, Decimal)
 
 
 def test_sqlite_fast_reader_and_sqlalchemy_reader_agree(_isolated_db: str) -> None:

@@ -215,7 +215,15 @@ def _settings(
 
 def _show(rec: Any, fmt: str) -> None:
     doc = {
-        k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
+        k: (
+            v.isoformat()
+            if hasattr(v, "isoformat")
+            else list(v)
+            if isinstance(v, tuple)
+            else format(v, "f")
+            if isinstance(v, Decimal)
+            else v
+        )
         for k, v in rec.__dict__.items()
     }
     if fmt == "json":
@@ -334,7 +342,15 @@ def history(
         json.dump(
             [
                 {
-                    k: (v.isoformat() if hasattr(v, "isoformat") else list(v) if isinstance(v, tuple) else v)
+                    k: (
+                        v.isoformat()
+                        if hasattr(v, "isoformat")
+                        else list(v)
+                        if isinstance(v, tuple)
+                        else format(v, "f")
+                        if isinstance(v, Decimal)
+                        else v
+                    )
                     for k, v in p.__dict__.items()
                 }
                 for p in passes

@@ -71,6 +71,30 @@ class Database:
         self._ready = False
 
     # -- reading -------------------------------------------------------------------
+    def _records(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Rows as mappings by column name (what the SELECT names them), not by position."""
+        if self._path is not None:
+            try:
+                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc)}") from exc
+            try:
+                cur = con.execute(sql, params)
+                names = [d[0] for d in cur.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read the catalog at {self._path}: {first_line(exc)}") from exc
+            finally:
+                con.close()
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self.engine().connect() as sa_con:
+                return [dict(r._mapping) for r in sa_con.execute(text(sql), params).all()]
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {first_line(exc)}") from exc
+
     def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
         if self._path is not None:
             try:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from gpuprov.errors import StoreError
@@ -185,28 +186,28 @@ class StateStore(Database):
 
     def mirrored(self, owner: str) -> tuple[list[InstanceHandle], datetime | None]:
         self.ensure_schema()
-        rows = self._rows(
+        rows = self._records(
             "SELECT instance_id, cloud, region, zone, instance_type, market, state, owner, plan_id, "
             "token, workload, seen_at FROM gpuprov_instance WHERE owner = :owner ORDER BY instance_id",
             {"owner": owner},
         )
         handles = [
             InstanceHandle(
-                cloud=Cloud(r[1]),
-                instance_id=r[0],
-                region=r[2],
-                zone=r[3],
-                instance_type=r[4],
-                market=Market(r[5]),
-                state=r[6],
-                owner=r[7],
-                plan_id=r[8],
-                token=r[9],
-                workload=r[10],
+                cloud=Cloud(r["cloud"]),
+                instance_id=r["instance_id"],
+                region=r["region"],
+                zone=r["zone"],
+                instance_type=r["instance_type"],
+                market=Market(r["market"]),
+                state=r["state"],
+                owner=r["owner"],
+                plan_id=r["plan_id"],
+                token=r["token"],
+                workload=r["workload"],
             )
             for r in rows
         ]
-        seen = max((parse_time(r[11]) for r in rows), default=None)
+        seen = max((parse_time(r["seen_at"]) for r in rows), default=None)
         return handles, seen
 
 
@@ -218,15 +219,15 @@ class PassRecord:
     holder: str
     fencing_token: int
     snapshots: tuple[int, ...]
-    decision: str
+    decision: str  # a Decision, or "dry-run: <decision>"
     reason: str
     plan_before: str | None = None
     plan_after: str | None = None
     launched: int = 0
     terminated: int = 0
-    hourly_before_usd: str = "0"
-    hourly_after_usd: str = "0"
-    expected_saving_usd: str = "0"
+    hourly_before_usd: Decimal = Decimal(0)  # USD per hour, before and after the pass's calls
+    hourly_after_usd: Decimal = Decimal(0)
+    expected_saving_usd: Decimal = Decimal(0)  # over the plan's horizon
 
 
 class FleetStore(Database):
@@ -259,7 +260,8 @@ class FleetStore(Database):
         from gpuprov.store.tables import PassRow
 
         with self.guarded("could not record the rebalancing pass"), Session(self.engine()) as session:
-            session.add(PassRow(**{**rec.__dict__, "snapshots": json.dumps(list(rec.snapshots))}))
+            money = {k: format(Decimal(v), "f") for k, v in rec.__dict__.items() if k.endswith("_usd")}
+            session.add(PassRow(**{**rec.__dict__, **money, "snapshots": json.dumps(list(rec.snapshots))}))
             session.commit()
 
     def history(self, owner: str, limit: int = 50) -> list[PassRecord]:
@@ -268,26 +270,26 @@ class FleetStore(Database):
             "owner, started_at, finished_at, holder, fencing_token, snapshots, decision, reason, plan_before, "
             "plan_after, launched, terminated, hourly_before_usd, hourly_after_usd, expected_saving_usd"
         )
-        rows = self._rows(
+        rows = self._records(
             f"SELECT {cols} FROM gpuprov_pass WHERE owner = :o ORDER BY id DESC LIMIT {int(limit)}", {"o": owner}
         )
         return [
             PassRecord(
-                r[0],
-                parse_time(r[1]),
-                parse_time(r[2]),
-                r[3],
-                int(r[4]),
-                tuple(json.loads(r[5])),
-                r[6],
-                r[7],
-                r[8],
-                r[9],
-                int(r[10]),
-                int(r[11]),
-                r[12],
-                r[13],
-                r[14],
+                owner=r["owner"],
+                started_at=parse_time(r["started_at"]),
+                finished_at=parse_time(r["finished_at"]),
+                holder=r["holder"],
+                fencing_token=int(r["fencing_token"]),
+                snapshots=tuple(json.loads(r["snapshots"])),
+                decision=r["decision"],
+                reason=r["reason"],
+                plan_before=r["plan_before"],
+                plan_after=r["plan_after"],
+                launched=int(r["launched"]),
+                terminated=int(r["terminated"]),
+                hourly_before_usd=Decimal(r["hourly_before_usd"]),
+                hourly_after_usd=Decimal(r["hourly_after_usd"]),
+                expected_saving_usd=Decimal(r["expected_saving_usd"]),
             )
             for r in rows
         ]
