@@ -195,31 +195,15 @@ class _Solver:
         created: datetime,
         rebalance: Mapping[str, Any] | None = None,
     ) -> pd.PlanDocument:
-        spec = doc.request
-        context = planning.Context(
-            policy=doc.policy,
-            timezone=doc.timezone,
-            slot_origin=doc.slot_origin,
-            windows=doc.windows,
-            max_price_age_hours=doc.max_price_age_hours,
+        again = planning.replanning(doc, offers, unavailable, created, rebalance)
+        spec, context, request, extra = again.spec, again.context, again.request, again.extra
+        key: tuple[Any, ...] = (
+            self.catalog.version,
+            self._spec_id(spec),
+            tuple(sorted(unavailable)),
+            tuple(h.active for h in request.held),  # held commitments are dated against the pass's hour
         )
-        request = planning.request_from_spec(spec, offers, unavailable)
-        extra: dict[str, Any] = {}
-        key: tuple[Any, ...] = (self.catalog.version, self._spec_id(spec), tuple(sorted(unavailable)))
         if rebalance is not None:
-            request = replace(
-                request,
-                current_slot=rebalance["slot"],
-                incumbent=rebalance["incumbent"],
-                migration_hours=rebalance["migration_hours"],
-                reserved_fixed=rebalance["reserved"],
-            )
-            extra = {
-                "slot": rebalance["slot"],
-                "incumbent": sorted([list(k), v] for k, v in rebalance["incumbent"].items()),
-                "reserved": sorted([list(k), v] for k, v in rebalance["reserved"].items()),
-                "migration_hours": {k: str(v) for k, v in rebalance["migration_hours"].items()},
-            }
             profile = next(p.slots for p in profiles(request) if rebalance["slot"] in p.slots)
             key += (profile, json.dumps({k: v for k, v in extra.items() if k != "slot"}, sort_keys=True))
         solved = self.cache.get(key)

@@ -735,18 +735,25 @@ def _warnings(allocations: Sequence[pd.Allocation], reservations: Sequence[pd.Re
     return tuple(sorted(set(out)))
 
 
-def replan(
+@dataclass(frozen=True)
+class Replanning:
+    """A plan's request made again on other offers: what ``replan`` solves (the backtest solves it
+    through its own cache)."""
+
+    spec: pd.RequestSpec
+    context: Context
+    request: PlanRequest
+    extra: dict[str, Any]  # what the plan id must also depend on (the rebalancer's inputs)
+
+
+def replanning(
     doc: pd.PlanDocument,
     offers: Sequence[Offer],
-    snapshots: Sequence[SnapshotInfo],
     unavailable: Collection[Pool4],
     created: datetime,
     rebalance: Mapping[str, Any] | None = None,
-) -> pd.PlanDocument:
-    """Solve a plan's request again, on these offers and without these pools.
-
-    ``rebalance`` (from the rebalancer) holds ``slot``, ``incumbent`` {pool5: n},
-    ``migration_hours`` {workload: h} and ``reserved`` {pool4: n}: see PlanRequest."""
+) -> Replanning:
+    """The request of ``replan``: see there."""
     from dataclasses import replace
 
     spec = doc.request
@@ -773,6 +780,22 @@ def replan(
             "reserved": sorted([list(k), v] for k, v in rebalance["reserved"].items()),
             "migration_hours": {k: str(v) for k, v in rebalance["migration_hours"].items()},
         }
-    solved = run(request)
-    pid = plan_id(spec, snapshots, context, unavailable, extra)
-    return document(pid, solved, snapshots, doc.gpus, spec, context, created, unavailable)
+    return Replanning(spec, context, request, extra)
+
+
+def replan(
+    doc: pd.PlanDocument,
+    offers: Sequence[Offer],
+    snapshots: Sequence[SnapshotInfo],
+    unavailable: Collection[Pool4],
+    created: datetime,
+    rebalance: Mapping[str, Any] | None = None,
+) -> pd.PlanDocument:
+    """Solve a plan's request again, on these offers and without these pools.
+
+    ``rebalance`` (from the rebalancer) holds ``slot``, ``incumbent`` {pool5: n},
+    ``migration_hours`` {workload: h} and ``reserved`` {pool4: n}: see PlanRequest."""
+    again = replanning(doc, offers, unavailable, created, rebalance)
+    solved = run(again.request)
+    pid = plan_id(again.spec, snapshots, again.context, unavailable, again.extra)
+    return document(pid, solved, snapshots, doc.gpus, again.spec, again.context, created, unavailable)
