@@ -71,6 +71,25 @@ class Database:
         self._ready = False
 
     # -- reading -------------------------------------------------------------------
+    def _put_meta(self, key: str, value: str, what: str) -> None:
+        """Write one document into the meta table (insert or replace, one transaction)."""
+        self.ensure_schema()
+        from sqlalchemy.exc import SQLAlchemyError
+        from sqlmodel import Session
+
+        from gpuprov.store.tables import MetaRow
+
+        try:
+            with Session(self.engine()) as session:
+                row = session.get(MetaRow, key)
+                if row is None:
+                    session.add(MetaRow(key=key, value=value))
+                else:
+                    row.value = value
+                session.commit()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"could not store {what}: {first_line(exc)}") from exc
+
     def _records(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Rows as mappings by column name (what the SELECT names them), not by position."""
         if self._path is not None:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuprov.errors import StoreError
-from gpuprov.store.database import Database, first_line
+from gpuprov.store.database import Database
 
 KEY = "savings_plan_rates"
 
@@ -35,24 +35,9 @@ class SavingsPlanRates(Database):
 
     def save(self, region: str, rows: Sequence[dict[str, str]], fetched_at: datetime) -> None:
         """Replace one region's rates (one transaction)."""
-        from sqlalchemy.exc import SQLAlchemyError
-        from sqlmodel import Session
-
-        from gpuprov.store.tables import MetaRow
-
         doc = self._document()
         doc["regions"][region] = {"fetched_at": fetched_at.isoformat(), "rates": list(rows)}
-        text = json.dumps(doc, sort_keys=True)
-        try:
-            with Session(self.engine()) as session:
-                row = session.get(MetaRow, KEY)
-                if row is None:
-                    session.add(MetaRow(key=KEY, value=text))
-                else:
-                    row.value = text
-                session.commit()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"could not store Savings Plans rates: {first_line(exc)}") from exc
+        self._put_meta(KEY, json.dumps(doc, sort_keys=True), "Savings Plans rates")
 
     def list(self) -> list[dict[str, str]]:
         """Every stored rate row, region by region."""

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuprov.errors import StoreError
-from gpuprov.store.database import Database, first_line, parse_time
+from gpuprov.store.database import Database, parse_time
 
 KEY = "spot_advisor"
 
@@ -37,20 +37,5 @@ class SpotAdvisorStore(Database):
 
     def save(self, feed: dict[str, Any], fetched_at: datetime, url: str) -> None:
         """Replace the stored feed (one transaction)."""
-        from sqlalchemy.exc import SQLAlchemyError
-        from sqlmodel import Session
-
-        from gpuprov.store.tables import MetaRow
-
-        self.ensure_schema()
         text = json.dumps({"fetched_at": fetched_at.isoformat(), "url": url, "feed": feed}, sort_keys=True)
-        try:
-            with Session(self.engine()) as session:
-                row = session.get(MetaRow, KEY)
-                if row is None:
-                    session.add(MetaRow(key=KEY, value=text))
-                else:
-                    row.value = text
-                session.commit()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"could not store the Spot Advisor feed: {first_line(exc)}") from exc
+        self._put_meta(KEY, text, "the Spot Advisor feed")
