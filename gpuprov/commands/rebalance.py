@@ -213,19 +213,15 @@ def _settings(
     )
 
 
+def _json_record(rec: Any) -> dict[str, Any]:
+    """A pass record as JSON: times ISO 8601, money as decimal strings."""
+    from gpuprov.plandoc import plain
+
+    return {k: plain(v) for k, v in rec.__dict__.items()}
+
+
 def _show(rec: Any, fmt: str) -> None:
-    doc = {
-        k: (
-            v.isoformat()
-            if hasattr(v, "isoformat")
-            else list(v)
-            if isinstance(v, tuple)
-            else format(v, "f")
-            if isinstance(v, Decimal)
-            else v
-        )
-        for k, v in rec.__dict__.items()
-    }
+    doc = _json_record(rec)
     if fmt == "json":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -340,21 +336,7 @@ def history(
     passes = FleetStore().history(who, limit)
     if fmt == "json":
         json.dump(
-            [
-                {
-                    k: (
-                        v.isoformat()
-                        if hasattr(v, "isoformat")
-                        else list(v)
-                        if isinstance(v, tuple)
-                        else format(v, "f")
-                        if isinstance(v, Decimal)
-                        else v
-                    )
-                    for k, v in p.__dict__.items()
-                }
-                for p in passes
-            ],
+            [_json_record(p) for p in passes],
             sys.stdout,
             indent=2,
         )

@@ -92,6 +92,15 @@ class Database:
 
     def _records(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Rows as mappings by column name (what the SELECT names them), not by position."""
+        names, rows = self._query(sql, params)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
+        return self._query(sql, params)[1]
+
+    def _query(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[Sequence[Any]]]:
+        """Column names and rows: SQLite through the standard library (fast to start), any other
+        database through SQLAlchemy."""
         if self._path is not None:
             try:
                 con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
@@ -99,8 +108,7 @@ class Database:
                 raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc)}") from exc
             try:
                 cur = con.execute(sql, params)
-                names = [d[0] for d in cur.description or ()]
-                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+                return [d[0] for d in cur.description or ()], list(cur.fetchall())
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot read the catalog at {self._path}: {first_line(exc)}") from exc
             finally:
@@ -110,28 +118,8 @@ class Database:
 
         try:
             with self.engine().connect() as sa_con:
-                return [dict(r._mapping) for r in sa_con.execute(text(sql), params).all()]
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {first_line(exc)}") from exc
-
-    def _rows(self, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
-        if self._path is not None:
-            try:
-                con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc)}") from exc
-            try:
-                return list(con.execute(sql, params).fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the catalog at {self._path}: {first_line(exc)}") from exc
-            finally:
-                con.close()
-        from sqlalchemy import text
-        from sqlalchemy.exc import SQLAlchemyError
-
-        try:
-            with self.engine().connect() as sa_con:
-                return [tuple(r) for r in sa_con.execute(text(sql), params).all()]
+                result = sa_con.execute(text(sql), params)
+                return list(result.keys()), [tuple(r) for r in result.all()]
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {first_line(exc)}") from exc
 
