@@ -222,7 +222,7 @@ def _region(
             "region": region,
             "zone": zone,
             "count": ri.get("InstanceCount"),
-            "hourly_usd": str(hourly),
+            "hourly_usd": format(hourly, "f"),
             "term": TERM_SECONDS.get(duration) if isinstance(duration, int) else None,
             "starts": _time(ri.get("Start")),
             "ends": _time(ri.get("End")),
@@ -257,7 +257,7 @@ def _region(
                 "region": region,
                 "zone": zone,
                 "count": cr.get("TotalInstanceCount"),
-                "hourly_usd": str(price),
+                "hourly_usd": format(price, "f"),
                 "starts": _time(cr.get("StartDate") or cr.get("CreateDate")),
                 "ends": _time(ends),
             }

@@ -148,7 +148,7 @@ def discover(
             "instance_type": size,
             "region": region,
             "count": props.get("quantity"),
-            "hourly_usd": str(price),
+            "hourly_usd": format(price, "f"),
             "term": short,
             "starts": props.get("effectiveDateTime") or props.get("benefitStartTime") or props.get("purchaseDateTime"),
             "ends": props.get("expiryDateTime") or props.get("expiryDate"),

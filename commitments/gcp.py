@@ -146,7 +146,7 @@ def discover(
                     "instance_type": itype,
                     "region": region,
                     "count": count,
-                    "hourly_usd": str(hourly),
+                    "hourly_usd": format(hourly, "f"),
                     "term": term,
                     "starts": c.start_timestamp or None,
                     "ends": c.end_timestamp or None,

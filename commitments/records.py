@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -170,15 +170,25 @@ def _text(value: Any, key: str, pattern: re.Pattern[str] = IDENT) -> str:
     return text
 
 
+MONEY = re.compile(r"^[0-9]{1,12}(\.[0-9]{1,30})?$")
+
+
 def _money(value: Any, key: str, high: Decimal = Decimal(10) ** 7) -> Decimal:
+    """An amount as plain decimal digits (at most 12 before and 30 after the point): exact, never
+    cut short, no exponent (``1e-999999999`` would make a gigabyte of zeros)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise _Bad(f"{key} must be an amount in USD")
-    try:
-        d = Decimal(str(value).strip()[:64])
-    except InvalidOperation:
-        raise _Bad(f"{key} must be an amount in USD, got {str(value)[:40]!r}") from None
-    if not d.is_finite() or d < 0:
-        raise _Bad(f"{key} must be a finite amount ≥ 0, got {str(value)[:40]}")
+    text = str(value).strip()
+    if isinstance(value, float):  # YAML reads 0.00001 as a float whose repr is 1e-05
+        d = Decimal(repr(value))
+        if not d.is_finite() or not -12 <= d.adjusted() <= 12:
+            raise _Bad(f"{key} must be a finite amount in USD, got {text[:40]}")
+        text = format(d, "f")
+    if text.startswith("-"):
+        raise _Bad(f"{key} must be an amount ≥ 0, got {text[:40]}")
+    if not MONEY.match(text):
+        raise _Bad(f"{key} must be a plain decimal amount in USD such as 13.921094, got {text[:40]!r}")
+    d = Decimal(text)
     if d > high:
         raise _Bad(f"{key} {d} is absurd (above {high})")
     return d
@@ -187,10 +197,8 @@ def _money(value: Any, key: str, high: Decimal = Decimal(10) ** 7) -> Decimal:
 def _count(value: Any) -> int:
     if isinstance(value, bool):
         raise _Bad("count must be a whole number")
-    try:
-        n = int(str(value).strip()) if isinstance(value, str | int) else None
-    except ValueError:
-        n = None
+    text = str(value).strip() if isinstance(value, str | int) else ""
+    n = int(text) if re.fullmatch(r"-?[0-9]{1,9}", text) else None
     if n is None:
         raise _Bad(f"count must be a whole number, got {str(value)[:40]!r}")
     if n < 1:
@@ -214,6 +222,8 @@ def _time(value: Any, key: str) -> datetime:
         raise _Bad(f"{key} must be a date or an ISO 8601 time")
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
+    if not 2000 <= t.year <= 2100:  # before the conversion: 9999-12-31T23:00-05:00 is past datetime.max in UTC
+        raise _Bad(f"{key} {t:%Y-%m-%d} is out of range (2000 to 2100)")
     t = t.astimezone(UTC)
     if not 2000 <= t.year <= 2100:
         raise _Bad(f"{key} {t:%Y-%m-%d} is out of range")
@@ -222,6 +232,11 @@ def _time(value: Any, key: str) -> datetime:
 
 def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
     """One record from a mapping (a YAML entry, a CSV row); raises _Bad with what is wrong."""
+    raw = {k: v for k, v in raw.items() if k != "source"}  # what `commitments list` adds: ignored
+    if raw.get("kind") == Kind.SAVINGS_PLAN.value and raw.get("hourly_usd") is not None:
+        if str(raw.get("hourly_usd")) != str(raw.get("usd_per_hour")):
+            raise _Bad("a savings_plan commits usd_per_hour; hourly_usd, if given, must equal it")
+        raw = {k: v for k, v in raw.items() if k != "hourly_usd"}
     unknown = sorted(str(k) for k in raw if k not in FIELDS)
     if unknown:
         raise _Bad(f"unknown field {unknown[0][:40]!r} (fields: {', '.join(FIELDS)})")
@@ -252,6 +267,8 @@ def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
         ends = starts + timedelta(hours=TERMS[term])
     else:
         raise _Bad("needs ends (or a term)")
+    if ends.year > 2100:
+        raise _Bad(f"ends {ends:%Y-%m-%d} is out of range (2000 to 2100)")
     if ends <= starts:
         raise _Bad(f"ends {ends:%Y-%m-%d %H:%M} is not after starts {starts:%Y-%m-%d %H:%M}")
     c = Commitment(id=cid, cloud=cloud, kind=kind, starts=starts, ends=ends, term=term, source=source)
@@ -350,6 +367,8 @@ def read_file(path: Path, known: Known | None = None, taken: Iterable[str] = ())
     if path.suffix.lower() == ".csv":
         return parse(_csv_entries(text, where), where, known, taken)
     data = safeyaml.load_text(text, where)
+    if isinstance(data, list):  # what `commitments list --output json` prints
+        data = {"commitments": data}
     if not isinstance(data, Mapping) or set(data) != {"commitments"}:
         raise UsageError(f"{where}: a commitments file is 'commitments: [...]' (YAML) or a CSV with a header")
     items = data["commitments"]
@@ -359,8 +378,11 @@ def read_file(path: Path, known: Known | None = None, taken: Iterable[str] = ())
 
 
 def _csv_entries(text: str, where: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # a byte-order mark, as Excel writes
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise UsageError(f"{where}: line 1: not CSV ({str(exc)[:80]})") from None
     if header is None:
         raise UsageError(f"{where}: empty file")
     header = [h.strip() for h in header]
@@ -369,12 +391,19 @@ def _csv_entries(text: str, where: str) -> Iterable[tuple[str, Mapping[str, Any]
         raise UsageError(f"{where}: unknown column {bad[0][:40]!r} (columns: {', '.join(FIELDS)})")
     if len(set(header)) != len(header):
         raise UsageError(f"{where}: a column is named twice")
-    for n, row in enumerate(reader, start=2):
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise UsageError(f"{where}: line {reader.line_num}: not CSV ({str(exc)[:80]})") from None
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
-            raise UsageError(f"{where}: line {n}: {len(row)} fields, the header has {len(header)}")
-        yield f"line {n}", dict(zip(header, row, strict=True))
+            raise UsageError(f"{where}: line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+        yield f"line {reader.line_num}", dict(zip(header, row, strict=True))
 
 
 def known_in(offers: Sequence[tuple[str, str, str]]) -> Known:

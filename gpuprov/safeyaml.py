@@ -5,6 +5,7 @@
 * files over ``MAX_BYTES`` (read at most that much plus one byte, so a huge file is not slurped);
 * bytes that are not UTF-8;
 * YAML that does not parse (the line and column are named, the offending text is not echoed);
+* a key given twice in one mapping, and values that cannot be built (a date such as 2026-02-30);
 * documents whose expansion (aliases counted each time they are used) exceeds ``MAX_NODES``
   nodes, that nest deeper than ``MAX_DEPTH``, or that refer to themselves: the "billion
   laughs" and deep-nesting attacks are stopped on the composed node graph, before any Python
@@ -66,7 +67,8 @@ def load_text(text: str, where: str) -> Any:
     loader = yaml.SafeLoader(text)
     try:
         return loader.construct_document(node)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, OverflowError, TypeError):
+        # a date such as 2026-02-30 or a "!!int abc" fails while the value is built
         raise ConfigError(f"{where}: a value cannot be read (e.g. a malformed date or number)") from None
     except RecursionError:
         raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
@@ -86,6 +88,7 @@ def _check(root: Any, where: str) -> None:
         if isinstance(n, yaml.SequenceNode):
             return list(n.value)
         if isinstance(n, yaml.MappingNode):
+            _unique_keys(n, where)
             return [x for pair in n.value for x in pair]
         return []
 
@@ -114,6 +117,22 @@ def _check(root: Any, where: str) -> None:
         for k in children(n):
             if id(k) not in size:
                 stack.append((k, False))
+
+
+def _unique_keys(node: Any, where: str) -> None:
+    """A key given twice in one mapping is refused (YAML says keys are unique; PyYAML keeps the
+    last silently, so ``{id: a, id: b}`` would quietly become b)."""
+    import yaml
+
+    seen: set[tuple[str, str]] = set()
+    for key, _value in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        k = (key.tag, key.value)
+        if k in seen:
+            line = key.start_mark.line + 1 if key.start_mark is not None else 0
+            raise ConfigError(f"{where}: key {key.value[:40]!r} is given twice in one mapping (line {line})")
+        seen.add(k)
 
 
 def describe(value: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 from commitments.records import Commitment, Kind
 from gpuprov.errors import StoreError, UsageError
@@ -67,45 +68,56 @@ class CommitmentStore(Database):
         rows = self._rows(f"SELECT {COLUMNS} FROM gpuprov_commitment ORDER BY cloud, id", {})
         out = []
         for r in rows:
-            (cid, cloud, kind, itype, family, region, zone, count, usd_h, hourly, term, discount, s, e, src) = r
-            out.append(
-                Commitment(
-                    id=cid,
-                    cloud=cloud,
-                    kind=Kind(kind),
-                    instance_type=itype,
-                    family=family,
-                    region=region,
-                    zone=zone,
-                    count=None if count is None else int(count),
-                    usd_per_hour=None if usd_h is None else Decimal(usd_h),
-                    hourly_usd=Decimal(hourly),
-                    term=term,
-                    discount=None if discount is None else Decimal(discount),
-                    starts=parse_time(s),
-                    ends=parse_time(e),
-                    source=src,
-                )
-            )
+            cid = r[0]
+            try:
+                out.append(self._record(r))
+            except (ValueError, ArithmeticError, TypeError):
+                raise StoreError(
+                    f"stored commitment {show(str(cid))} is unreadable",
+                    hint=f"gpuprov commitments remove {str(cid)[:64]}, then import it again",
+                ) from None
         return out
+
+    @staticmethod
+    def _record(r: Sequence[Any]) -> Commitment:
+        (cid, cloud, kind, itype, family, region, zone, count, usd_h, hourly, term, discount, s, e, src) = r
+        money = [Decimal(v) for v in (usd_h, hourly, discount) if v is not None]
+        if any(not m.is_finite() for m in money):
+            raise ValueError("not a finite amount")
+        return Commitment(
+            id=cid,
+            cloud=cloud,
+            kind=Kind(kind),
+            instance_type=itype,
+            family=family,
+            region=region,
+            zone=zone,
+            count=None if count is None else int(count),
+            usd_per_hour=None if usd_h is None else Decimal(usd_h),
+            hourly_usd=Decimal(hourly),
+            term=term,
+            discount=None if discount is None else Decimal(discount),
+            starts=parse_time(s),
+            ends=parse_time(e),
+            source=src,
+        )
 
     def ids(self) -> set[str]:
         self.ensure_schema()
         return {r[0] for r in self._rows("SELECT id FROM gpuprov_commitment", {})}
 
     def remove(self, cid: str) -> None:
+        """Delete by id with one statement (a row too damaged to read can still be removed)."""
         self.ensure_schema()
+        from sqlalchemy import delete
         from sqlalchemy.exc import SQLAlchemyError
-        from sqlmodel import Session
 
         from gpuprov.store.tables import CommitmentRow
 
         try:
-            with Session(self.engine()) as session:
-                row = session.get(CommitmentRow, cid)
-                if row is None:
-                    raise UsageError(f"no commitment {show(cid)}", hint="gpuprov commitments list shows them")
-                session.delete(row)
-                session.commit()
+            with self.engine().begin() as con:
+                gone = con.execute(delete(CommitmentRow).where(CommitmentRow.id == cid)).rowcount  # type: ignore[arg-type]
         except SQLAlchemyError as exc:
             raise StoreError(f"could not remove commitment {show(cid)}: {first_line(exc)}") from exc
+        if not gone:
+            raise UsageError(f"no commitment {show(cid)}", hint="gpuprov commitments list shows them")

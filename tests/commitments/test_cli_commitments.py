@@ -79,7 +79,7 @@ def test_a_csv_file_reads_like_yaml(tmp_path: Path) -> None:
         ([RI.replace("count: 4", "count: -4")], "count must be at least 1"),
         ([RI.replace("count: 4", "count: four")], "count must be a whole number"),
         ([RI.replace("us-east-1", "mars-north-1")], "unknown region"),
-        ([RI.replace("hourly_usd: 13.921094", "hourly_usd: -1")], "hourly_usd must be a finite amount"),
+        ([RI.replace("hourly_usd: 13.921094", "hourly_usd: -1")], "hourly_usd must be an amount ≥ 0"),
         ([RI.replace("hourly_usd: 13.921094", "hourly_usd: .nan")], "hourly_usd"),
         ([RI.replace("kind: reserved_instance", "kind: committed_use")], "aws has no committed_use"),
         ([RI.replace("id: ri-1", "id: 'ri 1; rm -rf /'")], "id"),
@@ -88,6 +88,13 @@ def test_a_csv_file_reads_like_yaml(tmp_path: Path) -> None:
             ["{id: sp, cloud: aws, kind: savings_plan, family: p4d, usd_per_hour: 3, term: 1y, starts: 2026-01-01}"],
             "names both family and region",
         ),
+        ([RI.replace('starts: "2026-06-01"', "starts: 2026-02-30")], "a value cannot be read"),
+        ([RI.replace('starts: "2026-06-01"', "starts: '9999-12-31T23:00:00-05:00'")], "out of range"),
+        ([RI.replace("hourly_usd: 13.921094", 'hourly_usd: "1e-999999999"')], "plain decimal amount"),
+        ([RI.replace("hourly_usd: 13.921094", 'hourly_usd: "' + "0" * 62 + '12.5"')], "plain decimal amount"),
+        ([RI.replace("count: 4", "count: '1_0'")], "count must be a whole number"),
+        ([RI.replace("count: 4", "count: 4, count: 5")], "given twice"),
+        ([RI.replace('ends: "2027-06-01"', 'ends: "2999-06-01"')], "out of range"),
     ],
 )
 def test_bad_entries_get_one_line_and_store_nothing(tmp_path: Path, entries: list[str], words: str) -> None:
@@ -172,3 +179,40 @@ def test_ignore_held_plans_as_if_nothing_were_held(tmp_path: Path) -> None:
     code, out, err = run(*PLAN, "--ignore-held")
     assert code == 0, err
     assert not from_json(out).commitments.held
+
+
+def test_what_list_prints_imports_again_and_a_bom_is_no_column(tmp_path: Path) -> None:
+    sp = "{id: sp-9, cloud: aws, kind: savings_plan, usd_per_hour: 2.5, term: 1y, starts: 2026-01-01}"
+    assert run("commitments", "import", write(tmp_path, f"commitments: [{RI}, {sp}]\n"))[0] == 0
+    listed = stored()
+    for rid in ("ri-1", "sp-9"):
+        assert run("commitments", "remove", rid)[0] == 0
+    code, _out, err = run("commitments", "import", write(tmp_path, json.dumps(listed), "listed.json"))
+    assert code == 0, err
+    assert stored() == listed  # the same records, read back from what list printed
+    csv = "\ufeffid,cloud,kind,usd_per_hour,term,starts\nsp-bom,aws,savings_plan,1,1y,2026-01-01\n"
+    assert run("commitments", "import", write(tmp_path, csv, "bom.csv"))[0] == 0
+
+
+def test_a_csv_field_too_large_is_one_line(tmp_path: Path) -> None:
+    csv = "id,cloud,kind,usd_per_hour,term,starts\nsp-1,aws,savings_plan,1,1y," + "x" * 200_000 + "\n"
+    code, _out, err = run("commitments", "import", write(tmp_path, csv, "big.csv"))
+    assert code == 2 and "not CSV" in err and "Traceback" not in err and stored() == []
+
+
+@pytest.mark.parametrize(("column", "value"), [("kind", "bogus"), ("hourly_usd", "abc"), ("starts", "garbage")])
+def test_a_damaged_stored_row_is_one_line_and_can_still_be_removed(
+    tmp_path: Path, _isolated_db: str, column: str, value: str
+) -> None:
+    import sqlite3
+
+    assert run("commitments", "import", write(tmp_path, f"commitments: [{RI}]\n"))[0] == 0
+    con = sqlite3.connect(_isolated_db.removeprefix("sqlite:///"))
+    con.execute(f"UPDATE gpuprov_commitment SET {column} = ?", (value,))
+    con.commit()
+    con.close()
+    for args in (("commitments", "list"), PLAN):
+        code, _out, err = run(*args)
+        assert code == 5 and "ri-1" in err and "unreadable" in err and "Traceback" not in err, (args, err)
+    assert run("commitments", "remove", "ri-1")[0] == 0
+    assert stored() == []
