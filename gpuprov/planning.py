@@ -240,7 +240,15 @@ def held_commitments(
             family=c.family,
             discounts=discounts,
         )
-        if any(h.covers(o) for o in offers):
+        in_scope = any(
+            o.cloud.value == c.cloud
+            and o.market is Market.ON_DEMAND
+            and (c.family is None or (o.region == c.region and family_of(o.instance_type) == c.family))
+            for o in offers
+        )
+        # a Savings Plan whose rates are unknown covers nothing but is paid all the same: it stays
+        # (the plan warns); a counted commitment no offer of this request matches plays no part
+        if any(h.covers(o) for o in offers) or (h.savings_plan and in_scope):
             out.append(h)
     return tuple(out)
 
@@ -564,7 +572,7 @@ def document(
         catalog_as_of=min((s.fetched_at for s in snapshots), default=None),
         snapshots=snaps,
         excluded_pools=tuple(sorted(tuple(p) for p in unavailable)),  # type: ignore[misc]
-        warnings=_warnings(allocations, tuple(reservations)),
+        warnings=_warnings(allocations, tuple(reservations)) + _held_warnings(solved.request),
     )
     pd.check(doc)
     return doc
@@ -712,6 +720,17 @@ def _summary(
     if not parts:
         return "no commitment: nothing to buy, nothing held"
     return "; ".join(parts)
+
+
+def _held_warnings(request: PlanRequest) -> tuple[str, ...]:
+    """A held Savings Plan without known rates is counted at its full cost and covers nothing."""
+    return tuple(
+        f"savings plan {h.id}: no rates known for this plan's instance types, so it is counted at its "
+        f"${h.hourly_usd}/h and covers nothing; give its discount, set savings_plans discounts in the "
+        "config, or run gpuprov commitments rates refresh"
+        for h in request.held
+        if h.savings_plan and not h.discounts
+    )
 
 
 def _rate_source(offer: Offer, request: PlanRequest) -> str | None:

@@ -216,3 +216,19 @@ def test_a_damaged_stored_row_is_one_line_and_can_still_be_removed(
         assert code == 5 and "ri-1" in err and "unreadable" in err and "Traceback" not in err, (args, err)
     assert run("commitments", "remove", "ri-1")[0] == 0
     assert stored() == []
+
+
+def test_a_held_savings_plan_without_rates_is_paid_and_said(tmp_path: Path) -> None:
+    sp = "{id: sp-1, cloud: aws, kind: savings_plan, usd_per_hour: 25, term: 3y, starts: 2026-01-01}"
+    args = ("plan", "--gpus", "8", "--type", "a100-40gb", "--node-gpus", "8", "--clouds", "aws", "-o", "json")
+    code, out, _err = run(*args)
+    before = from_json(out).costs.total_cost_usd
+    assert run("commitments", "import", write(tmp_path, f"commitments: [{sp}]\n"))[0] == 0
+    code, out, err = run(*args)
+    assert code == 0, err
+    doc = from_json(out)
+    (held,) = doc.commitments.held
+    assert held.id == "sp-1" and held.utilization == 0 and held.horizon_usd == Decimal(25)
+    assert doc.costs.total_cost_usd == before + 25  # paid whatever the plan does, covering nothing
+    assert any("sp-1" in w and "no rates known" in w for w in doc.warnings)
+    assert "savings plan sp-1: no rates known" in err
