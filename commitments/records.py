@@ -131,6 +131,7 @@ class Commitment:
             elif isinstance(v, Kind):
                 v = v.value
             out[f.name] = v
+        out["committed_hourly_usd"] = format(self.committed_hourly_usd, "f")  # count × rate, or a plan's $/h
         return out
 
 
@@ -232,7 +233,7 @@ def _time(value: Any, key: str) -> datetime:
 
 def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
     """One record from a mapping (a YAML entry, a CSV row); raises _Bad with what is wrong."""
-    raw = {k: v for k, v in raw.items() if k != "source"}  # what `commitments list` adds: ignored
+    raw = {k: v for k, v in raw.items() if k not in ("source", "committed_hourly_usd")}  # list adds these
     if raw.get("kind") == Kind.SAVINGS_PLAN.value and raw.get("hourly_usd") is not None:
         if str(raw.get("hourly_usd")) != str(raw.get("usd_per_hour")):
             raise _Bad("a savings_plan commits usd_per_hour; hourly_usd, if given, must equal it")

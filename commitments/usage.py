@@ -102,6 +102,7 @@ def _row(c: Commitment, size: str, used: Any, utilization: Decimal, unused: Deci
         "scope": c.scope,
         "size": size,
         "used": used,
+        "used_unit": "instances" if c.kind.counted else "usd_per_hour",  # a Savings Plan: USD/h at its rates
         "utilization": utilization,
         "unused_hourly_usd": unused,
         "note": None,

@@ -166,6 +166,8 @@ def _read(value: Any, base: Path, cloud: str, kubelet: bool, where: str) -> str:
         path = base / path
     limit = LIMITS[cloud] if cloud != "azure" else LIMITS[cloud] * 3 // 4
     try:
+        if path.is_dir():
+            raise ConfigError(f"{where}: is a directory, not a file: {show(str(path), 80)}")
         if not path.is_file():
             raise ConfigError(f"{where}: no such file: {show(str(path), 80)}")
         with path.open("rb") as fh:

@@ -273,7 +273,7 @@ class Recommended:
     ``break_even_utilization`` is the share of the term it must be used for to cost less than
     the on-demand usage it replaces (its effective rate over the on-demand rate); ``utilization``
     is the share this plan uses over the horizon, ``saving_usd`` what it saves over the horizon
-    against that usage on demand."""
+    against that usage on demand (``horizon_saving_usd``)."""
 
     __pydantic_config__ = _STRICT
 
@@ -285,7 +285,7 @@ class Recommended:
     total_usd: Decimal
     utilization: Decimal
     break_even_utilization: Decimal | None
-    saving_usd: Decimal
+    horizon_saving_usd: Decimal
     count: int | None = None
     usd_per_hour: Decimal | None = None
 
@@ -294,7 +294,7 @@ class Recommended:
 class Held:
     """A commitment already paid for, as this plan uses it: ``used_by_slot`` is instances
     (counted kinds) or USD an hour of its rates (a Savings Plan) per slot; ``horizon_usd`` is what
-    it costs over the horizon (its active hours), used or not, and ``unused_usd`` the part
+    it costs over the horizon (its active hours), used or not, and ``unused_horizon_usd`` the part
     no usage of this plan fills."""
 
     __pydantic_config__ = _STRICT
@@ -310,8 +310,8 @@ class Held:
     used_by_slot: tuple[Decimal, ...]
     utilization: Decimal
     horizon_usd: Decimal
-    unused_usd: Decimal
-    covered_usd: Decimal = Decimal(0)  # the on-demand price of the usage it covers, over the horizon
+    unused_horizon_usd: Decimal
+    covered_horizon_usd: Decimal = Decimal(0)  # the on-demand price of the usage it covers, over the horizon
     count: int | None = None
     usd_per_hour: Decimal | None = None
 
@@ -324,9 +324,9 @@ class WhatIf:
     __pydantic_config__ = _STRICT
 
     demand_scale: Decimal
-    with_commitments_usd: Decimal
-    without_commitments_usd: Decimal
-    regret_usd: Decimal  # with − without (> 0: the commitments cost more than they save)
+    with_commitments_horizon_usd: Decimal
+    without_commitments_horizon_usd: Decimal
+    regret_horizon_usd: Decimal  # with − without (> 0: the commitments cost more than they save)
 
 
 @dataclass(frozen=True)
@@ -337,8 +337,8 @@ class Commitments:
 
     recommended: tuple[Recommended, ...]
     held: tuple[Held, ...]
-    hourly_usd: Decimal  # of the recommended ones, every hour of their terms
-    total_usd: Decimal  # Σ recommended total_usd: the liability over each term
+    recommended_hourly_usd: Decimal  # of the recommended ones, every hour of their terms
+    recommended_total_usd: Decimal  # Σ recommended total_usd: the liability over each term
     held_horizon_usd: Decimal  # Σ held horizon_usd: paid whatever the plan does
     summary: str
     what_if: WhatIf | None = None

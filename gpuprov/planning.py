@@ -381,9 +381,9 @@ def what_if(
     without_cost = solve(without).total_cost_usd
     return pd.WhatIf(
         demand_scale=scale,
-        with_commitments_usd=with_cost.quantize(CENT),
-        without_commitments_usd=without_cost.quantize(CENT),
-        regret_usd=(with_cost - without_cost).quantize(CENT),
+        with_commitments_horizon_usd=with_cost.quantize(CENT),
+        without_commitments_horizon_usd=without_cost.quantize(CENT),
+        regret_horizon_usd=(with_cost - without_cost).quantize(CENT),
     )
 
 
@@ -625,7 +625,7 @@ def _commitments(
                 total_usd=r.commitment_total_usd,
                 utilization=_ratio(Decimal(used_gpu_hours), Decimal(held_gpu_hours)),
                 break_even_utilization=None if not od else _ratio(r.unit_hourly_usd, od),
-                saving_usd=saving,
+                horizon_saving_usd=saving,
                 count=r.instances,
             )
         )
@@ -644,7 +644,7 @@ def _commitments(
                 total_usd=(level * opt.term_hours).quantize(CENT),
                 utilization=_ratio(used, level * T),
                 break_even_utilization=_ratio(used, value) if value else None,
-                saving_usd=(value - level * T).quantize(CENT),
+                horizon_saving_usd=(value - level * T).quantize(CENT),
                 usd_per_hour=level,
             )
         )
@@ -671,8 +671,8 @@ def _commitments(
                 used_by_slot=by_slot,
                 utilization=util,
                 horizon_usd=horizon,
-                unused_usd=max(Decimal(0), horizon - used_value),
-                covered_usd=plan.held_covered_usd.get(h.id, Decimal(0)),
+                unused_horizon_usd=max(Decimal(0), horizon - used_value),
+                covered_horizon_usd=plan.held_covered_usd.get(h.id, Decimal(0)),
                 count=h.count,
                 usd_per_hour=h.usd_per_hour,
             )
@@ -682,8 +682,8 @@ def _commitments(
     return pd.Commitments(
         recommended=tuple(recommended),
         held=tuple(held),
-        hourly_usd=hourly,
-        total_usd=liability,
+        recommended_hourly_usd=hourly,
+        recommended_total_usd=liability,
         held_horizon_usd=sum((h.horizon_usd for h in held), Decimal(0)),
         summary=_summary(recommended, held, reservations, buying),
         what_if=what_if,

@@ -248,7 +248,7 @@ def _pass(
     keep_diff = engine.diff(doc, slot, actual, settings.owner, known)
     # both sides net of held commitments (paid whatever the fleet does): the kept plan's usage
     # less what its held commitments cover, the candidate's marginal cost
-    covered = sum((h.covered_usd for h in doc.commitments.held), Decimal(0))
+    covered = sum((h.covered_horizon_usd for h in doc.commitments.held), Decimal(0))
     keep_cost = reprice(doc, offers) - covered + launch_cost(keep_diff, hours)
     candidate = (world.replan or planning.replan)(
         doc,

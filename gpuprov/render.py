@@ -220,11 +220,12 @@ def plan_tables(doc: PlanDocument) -> list[Any]:
         summary.add_row("commitment", str(cm.summary))
     if cm.what_if is not None:
         w = cm.what_if
-        verdict = "they still pay" if w.regret_usd <= 0 else "they cost more than they save"
+        verdict = "they still pay" if w.regret_horizon_usd <= 0 else "they cost more than they save"
         summary.add_row(
             f"if demand is {w.demand_scale:.0%} of the plan's",
-            f"{money(w.with_commitments_usd)} holding the recommended commitments, "
-            f"{money(w.without_commitments_usd)} without: {verdict} ({money(abs(w.regret_usd))} over the horizon)",
+            f"{money(w.with_commitments_horizon_usd)} over the horizon holding the recommended commitments, "
+            f"{money(w.without_commitments_horizon_usd)} without: {verdict} "
+            f"({money(abs(w.regret_horizon_usd))} over the {doc.horizon_hours} h horizon)",
         )
     for b in doc.baselines:
         label = str(b.description if b.where is None else f"{b.description}: {b.where}")
@@ -275,7 +276,7 @@ def commitment_table(doc: PlanDocument) -> Any:
             money(r.total_usd),
             f"{r.utilization:.0%}",
             "-" if r.break_even_utilization is None else f"{r.break_even_utilization:.0%}",
-            f"saves {money(r.saving_usd)}",
+            f"saves {money(r.horizon_saving_usd)}",
         )
     for h in doc.commitments.held:
         table.add_row(
@@ -288,7 +289,7 @@ def commitment_table(doc: PlanDocument) -> Any:
             f"{money(h.horizon_usd)} in horizon",
             f"{h.utilization:.0%}",
             "-",
-            f"unused {money(h.unused_usd)}",
+            f"unused {money(h.unused_horizon_usd)}",
         )
     return table
 

@@ -29,4 +29,10 @@ def load(what: str = "this") -> Azure:
         from azure.mgmt.compute import ComputeManagementClient, models
     except ImportError:
         raise MissingExtraError(f"{what} needs azure-mgmt-compute, azure-identity and requests", hint=HINT) from None
+    import logging
+
+    # the credential chain logs every source it tried at WARNING (a dozen lines on stderr); gpuprov
+    # reports a failure itself, in one line
+    for name in ("azure.identity", "azure.core.pipeline.policies.http_logging_policy"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     return Azure(DefaultAzureCredential, ComputeManagementClient, models, exceptions, requests)

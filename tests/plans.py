@@ -216,7 +216,12 @@ def handmade(
             marginal_cost_usd=hourly * horizon,
         ),
         commitments=pd.Commitments(
-            recommended=(), held=(), hourly_usd=zero, total_usd=zero, held_horizon_usd=zero, summary=""
+            recommended=(),
+            held=(),
+            recommended_hourly_usd=zero,
+            recommended_total_usd=zero,
+            held_horizon_usd=zero,
+            summary="",
         ),
         baselines=(),
         solve=pd.SolveInfo("cbc", "Optimal", 0, 0),

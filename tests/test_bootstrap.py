@@ -48,7 +48,7 @@ def test_files_are_read_relative_to_the_config(tmp_path: Path, monkeypatch: pyte
         ("{aws: bin.sh}", {"bin.sh": b"#!/bin/sh\n\xff\xfe\n"}, "is not UTF-8 text"),
         ("{aws: nul.sh}", {"nul.sh": b"#!/bin/sh\n\0\n"}, "NUL"),
         ("{aws: empty.sh}", {"empty.sh": b"  \n"}, "is empty"),
-        ("{aws: .}", {}, "no such file"),
+        ("{aws: .}", {}, "is a directory"),
         ("{aws: 5}", {}, "must be a file path"),
         ("{oci: x.sh}", {}, "unknown key"),
         ("[a.sh]", {}, "must be a mapping"),

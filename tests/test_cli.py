@@ -53,7 +53,9 @@ def test_plan_json_has_the_documented_shape() -> None:
     assert typed.costs.hourly_usd == billed
     for r in typed.reservations:
         assert r.commitment_total_usd == (r.unit_hourly_usd * r.instances * r.term_hours).quantize(Decimal("0.01"))
-    assert typed.commitments.total_usd == sum((r.commitment_total_usd for r in typed.reservations), Decimal(0))
+    assert typed.commitments.recommended_total_usd == sum(
+        (r.commitment_total_usd for r in typed.reservations), Decimal(0)
+    )
     assert [c.count for c in typed.commitments.recommended] == [r.instances for r in typed.reservations]
     assert typed.costs.total_cost_usd == typed.costs.horizon_usd == typed.costs.marginal_cost_usd  # nothing held
     aod = typed.baseline("all_on_demand")

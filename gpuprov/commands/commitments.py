@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime
 from decimal import Decimal
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpuprov.commands import common
+from gpuprov.errors import UsageError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -194,6 +196,9 @@ def register(app: typer.Typer) -> None:
         from pricing.gpus import GPUS
 
         regions = common.split(region) or list(config.load().aws.get("regions", [])) or ["us-east-1"]
+        for name in regions:
+            if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}", name):
+                raise UsageError(f"--region {name[:40]!r} is not an AWS region name such as us-east-1")
         catalog, _snapshots = common.open_catalog()
         offers = common.read_offers(catalog, [g.name for g in GPUS])
         store = SavingsPlanRates()

@@ -253,6 +253,8 @@ def register(app: typer.Typer) -> None:
             handles = mirrored
         else:
             drivers, skipped = _fleet(cfg, who, [], state)
+            if not drivers and not skipped:
+                common.warn("no cloud is configured: nothing was asked (see gpuprov's config file)")
             handles, failed = _describe(drivers, who)
             if not failed:
                 state.mirror(who, handles, common.now())

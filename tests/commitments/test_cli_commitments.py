@@ -136,7 +136,7 @@ def test_four_held_p4d_reservations_are_used_and_only_what_lies_beyond_them_is_b
     (held,) = doc.commitments.held
     assert held.id == "ri-1" and held.utilization > 0
     assert held.used_by_slot == (Decimal(4),)  # all 4 held instances run, billed against ri-1
-    assert held.horizon_usd == Decimal("13.921094") * 4 and held.unused_usd == 0
+    assert held.horizon_usd == Decimal("13.921094") * 4 and held.unused_horizon_usd == 0
     recommended = doc.commitments.recommended
     assert sum(r.count or 0 for r in recommended) == bought_before - 4
     for r in recommended:
@@ -166,10 +166,10 @@ def test_what_if_demand_costs_the_commitments_at_lower_demand() -> None:
     assert w is not None and w.demand_scale == Decimal("0.25")
     # at a quarter of the demand 2 of the 8 reserved nodes run: holding all 8 costs more than
     # the best plan without them (the 8 reserved nodes are the whole bill, 6 of them idle)
-    assert w.with_commitments_usd > w.without_commitments_usd and w.regret_usd > 0
+    assert w.with_commitments_horizon_usd > w.without_commitments_horizon_usd and w.regret_horizon_usd > 0
     (r,) = doc.reservations
-    assert w.with_commitments_usd == (r.unit_hourly_usd * r.instances).quantize(Decimal("0.01"))
-    assert w.regret_usd == w.with_commitments_usd - w.without_commitments_usd
+    assert w.with_commitments_horizon_usd == (r.unit_hourly_usd * r.instances).quantize(Decimal("0.01"))
+    assert w.regret_horizon_usd == w.with_commitments_horizon_usd - w.without_commitments_horizon_usd
     code, _out, err = run(*PLAN, "--what-if-demand", "0")
     assert code == 2 and "--what-if-demand" in err
 

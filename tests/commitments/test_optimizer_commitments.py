@@ -203,7 +203,7 @@ def test_held_commitments_are_paid_in_the_plan_total_and_not_in_its_margin() -> 
     solved = planning.run(req)
     doc = planning.document("t1", solved, [], 128, s, planning.flags_context(), START)
     (h,) = doc.commitments.held
-    assert h.horizon_usd == D("13.92") * 6 and h.utilization == 1 and h.unused_usd == 0
+    assert h.horizon_usd == D("13.92") * 6 and h.utilization == 1 and h.unused_horizon_usd == 0
     assert doc.costs.total_cost_usd == D(30) * 10 + D("13.92") * 6
     assert doc.costs.marginal_cost_usd == doc.costs.total_cost_usd - h.horizon_usd
     # PlanRequest carries what planning made of the spec: the held 6 and nothing to buy
