@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from gpuprov.cli import app
 from k8s.check import problems
-from k8s.render import Params, dump, render
+from k8s.render import OUTPUT_FILE, Params, dump, render, window_cronjobs
 from tests.plans import CASES, planned
 
 runner = CliRunner()
@@ -35,6 +35,9 @@ def test_every_planned_case_renders_to_valid_manifests(case: str) -> None:
     # byte-stable
     again = render(doc, Params(namespaces=("ml",)), AT)
     assert {k: dump(v) for k, v in files.items()} == {k: dump(v) for k, v in again.items()}
+    # every name is one gpuprov k8s --out recognises as its own (else a re-render is refused)
+    every = {**files, **window_cronjobs(doc, "ghcr.io/acme/gpuprov:1", Params())}
+    assert [n for n in every if not OUTPUT_FILE.fullmatch(n)] == []
 
 
 @pytest.mark.parametrize("case", ["day_night", "weekday_weekend", "three_clouds"])
