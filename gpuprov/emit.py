@@ -28,7 +28,15 @@ from typing import Any
 
 from gpuprov.errors import UsageError
 
-IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+# An image reference in the Docker grammar (distribution/reference): an optional registry host
+# with an optional port, lower-case path components, then a tag and/or a sha256 digest.
+_HOST_PART = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE = re.compile(
+    rf"(?P<name>(?:{_HOST_PART}(?:\.{_HOST_PART})*(?::[0-9]{{1,5}})?/)?{_PATH_PART}(?:/{_PATH_PART})*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
+)
 ANNOTATION_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 SECRET_WORDS = ("password", "secret", "token", "credential", "private", "access_key", "client_secret")
 UNIT_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
@@ -59,8 +67,9 @@ def args(job: Job) -> list[str]:
 def check_image(image: str | None, what: str = "--emit cronjob") -> str:
     if not image:
         raise UsageError(f"{what} needs --image (a gpuprov image you built: see the Dockerfile)")
-    pinned = "@sha256:" in image or re.search(r":[A-Za-z0-9_][A-Za-z0-9._-]*$", image.rsplit("/", 1)[-1])
-    if not IMAGE.fullmatch(image) or not pinned or image.endswith(":latest"):
+    m = IMAGE.fullmatch(image)
+    pinned = m is not None and (m["digest"] or (m["tag"] and m["tag"] != "latest"))
+    if m is None or not pinned or len(m["name"]) > 255:
         raise UsageError(
             "--image must be an image reference pinned by a tag (not latest) or a digest",
             hint="e.g. ghcr.io/acme/gpuprov:0.2.0 or ...@sha256:<64 hex>",

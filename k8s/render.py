@@ -252,6 +252,16 @@ def local_queues(doc: PlanDocument, p: Params) -> list[dict[str, Any]]:
     ]
 
 
+# Every path ``render`` and ``window_cronjobs`` write, relative to the output directory: what
+# ``gpuprov k8s --out`` recognises as its own output (anything else there is refused, never deleted).
+OUTPUT_FILE = re.compile(
+    r"(?:nodepools|ec2nodeclass|aksnodeclass|resourceflavors|clusterqueues|localqueues"
+    r"|windows-cronjobs|windows-rbac|windows-serviceaccount)\.yaml"
+    r"|windows/[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?/clusterqueues\.yaml"
+)
+OUTPUT_DIR = re.compile(r"windows(?:/[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)?")
+
+
 def render(doc: PlanDocument, p: Params, at: datetime) -> dict[str, list[dict[str, Any]]]:
     """Map file name → its documents."""
     files: dict[str, list[dict[str, Any]]] = {}

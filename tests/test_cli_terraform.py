@@ -96,3 +96,31 @@ def test_the_configs_bootstrap_is_rendered_and_a_bad_one_writes_nothing(
     r = runner.invoke(app, ["terraform", pid, "--out", str(tmp_path / "new")])
     assert r.exit_code == 2 and "no such file" in r.stderr and r.stderr.startswith("error:")
     assert not (tmp_path / "new").exists()
+
+
+def test_out_that_is_a_file_or_empty_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = runner.invoke(app, ["plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--save", "-o", "json"])
+    pid = json.loads(r.stdout)["plan_id"]
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "f").write_text("x\n")
+    monkeypatch.chdir(work)
+    for out, words in (("f", "is a file"), ("f/infra", "cannot write to"), ("", "needs a directory"), (" ", "needs")):
+        r = runner.invoke(app, ["terraform", pid, "--out", out])
+        assert r.exit_code == 2 and r.stderr.startswith("error:") and words in r.stderr, (out, r.stderr)
+        assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert [p.name for p in work.iterdir()] == ["f"] and (work / "f").read_text() == "x\n"
+
+
+def test_out_keeps_files_it_did_not_write(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--save", "-o", "json"])
+    pid = json.loads(r.stdout)["plan_id"]
+    out = tmp_path / "infra"
+    (out / "keep").mkdir(parents=True)
+    (out / "notes.md").write_text("x\n")
+    (out / "keep" / "data.db").write_text("y\n")
+    r = runner.invoke(app, ["terraform", pid, "--out", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert (out / "notes.md").read_text() == "x\n" and (out / "keep" / "data.db").read_text() == "y\n"

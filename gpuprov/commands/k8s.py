@@ -32,7 +32,9 @@ def register(app: typer.Typer) -> None:
     def k8s(
         plan: str = typer.Argument(None, help="saved plan id (see gpuprov plans) or a plan JSON file; or apply-window"),
         target: str = typer.Argument(None, help="with apply-window: the plan", show_default=False),
-        out: str = typer.Option(None, "--out", help="directory to write the YAML into (replaced whole)"),
+        out: str = typer.Option(
+            None, "--out", help="directory to write the YAML into (replaced whole; refused if it holds other files)"
+        ),
         check: str = typer.Option(None, "--check", help="validate a directory of YAML against the real schemas"),
         nodes: str = typer.Option("karpenter", "--nodes", help="karpenter or none"),
         queues: str = typer.Option("kueue", "--queues", help="kueue or none"),
@@ -81,6 +83,7 @@ def register(app: typer.Typer) -> None:
             return
         if plan is None or out is None:
             raise UsageError("give a PLAN and --out DIR (or --check DIR)")
+        out_dir = _out_dir(out)
         if windows not in ("files", "cronjob"):
             raise UsageError("--windows takes files or cronjob")
         if windows == "cronjob":
@@ -125,10 +128,7 @@ def register(app: typer.Typer) -> None:
             files = dict(
                 sorted({**files, **window_cronjobs(doc, image, params, annotations, windows_namespace)}.items())
             )
-        target = Path(out)
-        if target.exists() and not target.is_dir():
-            raise UsageError(f"--out {names.show(out, 80)} is a file")
-        parent = target.parent if str(target.parent) else Path(".")
+        parent = out_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".gpuprov-k8s-", dir=parent))
@@ -145,19 +145,15 @@ def register(app: typer.Typer) -> None:
                     f"the rendered manifests fail their schemas: {problems[0]}",
                     hint="this is a gpuprov bug; please report it with the plan",
                 )
-            if target.exists():
-                old = Path(tempfile.mkdtemp(prefix=".gpuprov-k8s-old-", dir=parent))
-                os.replace(target, old / "x")
-                os.replace(tmp, target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, target)
+            _swap(tmp, out_dir)
+        except OSError as exc:
+            raise UsageError(f"cannot write to {names.show(out, 80)}: {exc.strerror}") from None
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         console = common.console()
         for rel in files:
-            console.print(f"wrote {target / rel}")
+            console.print(f"wrote {out_dir / rel}")
         note = gcp_note(doc)
         if note:
             common.warn(note)
@@ -165,6 +161,74 @@ def register(app: typer.Typer) -> None:
             f"plan {doc.plan_id}: {sum(len(d) for d in files.values())} objects in {len(files)} files, "
             "schema check passed"
         )
+
+
+def _out_dir(out: str) -> Path:
+    """``--out`` as a directory gpuprov may replace whole: absent, empty, or holding only what
+    ``gpuprov k8s`` writes (the names in ``k8s.render.OUTPUT_FILE``); anything else is refused,
+    never deleted."""
+    if not out.strip():
+        raise UsageError("--out needs a directory name")
+    target = Path(out)
+    if target.name in ("", ".", ".."):
+        raise UsageError(f"--out {names.show(out, 80)}: name a directory gpuprov can replace, not . or .. or /")
+    resolved = target.resolve()
+    if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
+        raise UsageError(f"--out {names.show(out, 80)} is the current directory or above it")
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise UsageError(f"--out {names.show(out, 80)} is a file or a link, not a directory")
+    if target.is_dir():
+        try:
+            foreign = _foreign(target, "")
+        except OSError as exc:
+            raise UsageError(f"cannot read {names.show(out, 80)}: {exc.strerror}") from None
+        if foreign is not None:
+            raise UsageError(
+                f"--out {names.show(out, 80)} holds {names.show(foreign, 80)}, which gpuprov k8s did not write",
+                hint="it is replaced whole: name a new or empty directory, or move that away",
+            )
+    return target
+
+
+def _foreign(folder: Path, prefix: str) -> str | None:
+    """The first path under ``folder`` (relative, ``/``-separated) that is not gpuprov k8s
+    output: a name it never writes, a link, or anything but a plain file or directory."""
+    from k8s.render import OUTPUT_DIR, OUTPUT_FILE
+
+    with os.scandir(folder) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        rel = prefix + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if not OUTPUT_DIR.fullmatch(rel):
+                return rel + "/"
+            inner = _foreign(Path(entry.path), rel + "/")
+            if inner is not None:
+                return inner
+        elif not entry.is_file(follow_symlinks=False) or not OUTPUT_FILE.fullmatch(rel):
+            return rel
+    return None
+
+
+def _swap(new: Path, target: Path) -> None:
+    """Put the directory ``new`` at ``target`` (renames only); the old one goes when the new one
+    is in place, and comes back if it cannot be."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=".gpuprov-k8s-old-", dir=target.parent))
+    try:
+        os.replace(target, old / "x")
+    except OSError:
+        old.rmdir()
+        raise
+    try:
+        os.replace(new, target)
+    except OSError:
+        os.replace(old / "x", target)  # if even this fails, the old output stays in ``old``
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _annotations(pairs: list[str] | None) -> dict[str, str]:

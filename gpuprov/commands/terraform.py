@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuprov import names
 from gpuprov.commands import common
 from gpuprov.errors import ConfigError, UsageError
 
@@ -64,6 +65,10 @@ def register(app: typer.Typer) -> None:
             return
         if plan is None or out is None:
             raise UsageError("give a PLAN and --out DIR (or --check DIR)")
+        if not out.strip():
+            raise UsageError("--out needs a directory name")
+        if Path(out).exists() and not Path(out).is_dir():
+            raise UsageError(f"--out {names.show(out, 80)} is a file, not a directory")
         from gpuprov import config
         from terraform.plan import PlanFormatError
         from terraform.render import render_plan
@@ -81,7 +86,10 @@ def register(app: typer.Typer) -> None:
                 f"the rendered Terraform fails the schema check: {problems[0]}",
                 hint="this is a gpuprov bug; please report it with the plan",
             )
-        written = write_files(files, Path(out))
+        try:
+            written = write_files(files, Path(out))
+        except OSError as exc:
+            raise UsageError(f"cannot write to {names.show(out, 80)}: {exc.strerror}") from None
         console = common.console()
         for path in written:
             console.print(f"wrote {path}")

@@ -46,6 +46,7 @@ def plan_file(tmp: Path, body: object) -> str:
     return write(tmp, "plan.json", json.dumps(body))
 
 
+PG = {"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@127.0.0.1:1/db"}  # past the CronJob's database check
 # Each case: (id, argv builder taking the temp dir, extra environment)
 Case = tuple[str, Callable[[Path], list[str]], dict[str, str]]
 CASES: list[Case] = [
@@ -219,6 +220,18 @@ CASES: list[Case] = [
         lambda t: ["terraform", plan_file(t, {"schema_version": 2}), "--out", write(t, "f", "x")],
         {},
     ),
+    ("terraform-out-empty", lambda t: ["terraform", plan_file(t, {"schema_version": 2}), "--out", ""], {}),
+    ("k8s-out-foreign", lambda t: ["k8s", plan_file(t, {"schema_version": 2}), "--out", str(t)], {}),
+    ("k8s-out-dot", lambda t: ["k8s", plan_file(t, {"schema_version": 2}), "--out", "."], {}),
+    ("k8s-out-empty", lambda t: ["k8s", plan_file(t, {"schema_version": 2}), "--out", ""], {}),
+    ("k8s-out-is-file", lambda t: ["k8s", plan_file(t, {"schema_version": 2}), "--out", write(t, "f", "x")], {}),
+    (
+        "k8s-image-latest-port",
+        lambda t: ["k8s", "x", "--out", str(t / "o"), "--windows", "cronjob", "--image", "localhost:5000/g:latest"],
+        {},
+    ),
+    ("emit-image-untagged-port", lambda t: ["rebalance", "--emit", "cronjob", "--image", "localhost:5000/gpuprov"], PG),
+    ("emit-image-shell", lambda t: ["rebalance", "--emit", "cronjob", "--image", "reg:5000/g:1;rm -rf /"], PG),
     ("terraform-check-missing", lambda t: ["terraform", "--check", str(t / "nope")], {}),
     ("terraform-check-file", lambda t: ["terraform", "--check", write(t, "f.tf.json", "{}")], {}),
     # -- prices and pricing

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from gpuprov.cli import app
 from k8s.check import problems
-from k8s.render import Params, dump, render
+from k8s.render import OUTPUT_FILE, Params, dump, render, window_cronjobs
 from tests.plans import CASES, planned
 
 runner = CliRunner()
@@ -35,6 +35,9 @@ def test_every_planned_case_renders_to_valid_manifests(case: str) -> None:
     # byte-stable
     again = render(doc, Params(namespaces=("ml",)), AT)
     assert {k: dump(v) for k, v in files.items()} == {k: dump(v) for k, v in again.items()}
+    # every name is one gpuprov k8s --out recognises as its own (else a re-render is refused)
+    every = {**files, **window_cronjobs(doc, "ghcr.io/acme/gpuprov:1", Params())}
+    assert [n for n in every if not OUTPUT_FILE.fullmatch(n)] == []
 
 
 @pytest.mark.parametrize("case", ["day_night", "weekday_weekend", "three_clouds"])
@@ -124,11 +127,13 @@ def test_cli_writes_checks_and_replaces_a_directory_atomically(tmp_path: Path) -
     r = runner.invoke(app, ["k8s", "--check", str(out)])
     assert r.exit_code == 0, r.stdout
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.yaml")}
-    (out / "stale.yaml").write_text("---\n")
+    (out / "windows" / "gone").mkdir()
+    (out / "windows" / "gone" / "clusterqueues.yaml").write_text("---\n")  # a window of an older render
     r = runner.invoke(app, ["k8s", pid, "--out", str(out), "--namespace", "research"])
     assert r.exit_code == 0
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.yaml")}
-    assert after == before  # replaced whole: the stale file is gone
+    assert after == before  # replaced whole: its own stale file is gone
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary directory left
     for bad in (["--namespace", "Bad_NS"], ["--namespace", "x" * 70], ["--cluster", "a b"]):
         r = runner.invoke(app, ["k8s", pid, "--out", str(tmp_path / "new"), *bad])
         assert r.exit_code == 2 and r.stderr.startswith("error:"), r.stderr
@@ -175,3 +180,65 @@ def test_windows_cover_the_week() -> None:
         ("default-2", 116, 120),
     ]
     assert sorted(t for w in found for t in window_slots(doc, w)) == list(range(168))
+
+
+def _saved_plan() -> str:
+    r = runner.invoke(app, ["plan", "--policy", "day-night", "--gpus", "64", "--type", "a100", "--save", "-o", "json"])
+    return str(json.loads(r.stdout)["plan_id"])
+
+
+@pytest.mark.parametrize(
+    ("foreign", "named"),
+    [
+        ("notes.md", "notes.md"),
+        ("keep/data.db", "keep/"),
+        ("windows/day/notes.md", "windows/day/notes.md"),
+        ("stale.yaml", "stale.yaml"),
+    ],
+)
+def test_out_holding_files_gpuprov_did_not_write_is_refused_and_kept(tmp_path: Path, foreign: str, named: str) -> None:
+    pid = _saved_plan()
+    out = tmp_path / "scratch"
+    (out / foreign).parent.mkdir(parents=True)
+    (out / foreign).write_text("mine\n")
+    (out / "nodepools.yaml").write_text("hand-made\n")
+    r = runner.invoke(app, ["k8s", pid, "--out", str(out)])
+    assert r.exit_code == 2, r.stdout
+    assert r.stderr.startswith("error:") and f"holds '{named}', which gpuprov k8s did not write" in r.stderr
+    assert (out / foreign).read_text() == "mine\n" and (out / "nodepools.yaml").read_text() == "hand-made\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing left behind
+
+
+def test_a_link_in_out_is_refused(tmp_path: Path) -> None:
+    pid = _saved_plan()
+    out = tmp_path / "k8s"
+    out.mkdir()
+    (tmp_path / "elsewhere.yaml").write_text("x\n")
+    (out / "nodepools.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    r = runner.invoke(app, ["k8s", pid, "--out", str(out)])
+    assert r.exit_code == 2 and "holds 'nodepools.yaml'" in r.stderr
+    assert (out / "nodepools.yaml").is_symlink()
+
+
+@pytest.mark.parametrize("out", ["", " ", ".", "./", "..", "sub/..", "/"])
+def test_out_that_is_no_replaceable_directory_is_one_line(
+    out: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = _saved_plan()
+    work = tmp_path / "w"
+    (work / "sub").mkdir(parents=True)
+    monkeypatch.chdir(work / "sub")
+    r = runner.invoke(app, ["k8s", pid, "--out", out])
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error:") and len(r.stderr.splitlines()) == 1, r.stderr
+    assert [p.name for p in work.iterdir()] == ["sub"] and not any((work / "sub").iterdir())
+
+
+def test_out_naming_the_current_directory_by_path_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pid = _saved_plan()
+    work = tmp_path / "w"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = runner.invoke(app, ["k8s", pid, "--out", str(work)])
+    assert r.exit_code == 2 and "current directory" in r.stderr
+    assert not any(work.iterdir())

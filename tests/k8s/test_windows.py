@@ -255,12 +255,21 @@ def test_cli_emits_cronjobs_and_refuses_a_plan_without_edges(tmp_path: Path) -> 
     again = tmp_path / "again"
     runner.invoke(app, ["k8s", pid, "--out", str(again), "--windows", "cronjob", "--image", IMAGE])
     assert (again / "windows-cronjobs.yaml").read_bytes() == (out / "windows-cronjobs.yaml").read_bytes()
+    for image in ("localhost:5000/gpuprov:0.1", "registry.example.com:5000/acme/gpuprov:0.1"):
+        port = tmp_path / "port"
+        r = runner.invoke(app, ["k8s", pid, "--out", str(port), "--windows", "cronjob", "--image", image])
+        assert r.exit_code == 0, r.output
+        jobs = [d for d in yaml.safe_load_all((port / "windows-cronjobs.yaml").read_text()) if d]
+        assert {d["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] for d in jobs} == {image}
     flat = _save("constant")
     for bad in (
         [flat, "--windows", "cronjob", "--image", IMAGE],
         [pid, "--windows", "cronjob"],
         [pid, "--windows", "cronjob", "--image", "ghcr.io/acme/gpuprov"],
         [pid, "--windows", "cronjob", "--image", "ghcr.io/acme/gpuprov:latest"],
+        [pid, "--windows", "cronjob", "--image", "localhost:5000/gpuprov"],
+        [pid, "--windows", "cronjob", "--image", "localhost:5000/gpuprov:latest"],
+        [pid, "--windows", "cronjob", "--image", "localhost:5000/gpuprov:0.1 && id"],
         [pid, "--windows", "sometimes"],
         [pid, "--windows", "cronjob", "--image", IMAGE, "--service-account-annotation", "no-equals"],
         [pid, "--windows", "cronjob", "--image", IMAGE, "--windows-namespace", "Bad_NS"],

@@ -75,6 +75,11 @@ def test_emit_cronjob_is_deployable_as_emitted(tmp_path: Path) -> None:
         ([], {}, "needs --image"),
         (["--image", "ghcr.io/acme/gpuprov"], {}, "pinned by a tag"),
         (["--image", "ghcr.io/acme/gpuprov:latest"], {}, "pinned by a tag"),
+        (["--image", "localhost:5000/gpuprov"], {}, "pinned by a tag"),
+        (["--image", "localhost:5000/gpuprov:latest"], {}, "pinned by a tag"),
+        (["--image", "localhost:5000/gpuprov:0.1;id"], {}, "pinned by a tag"),
+        (["--image", "localhost:5000/gpuprov:$(id)"], {}, "pinned by a tag"),
+        (["--image", "Registry:5000/Acme/gpuprov:0.1"], {}, "pinned by a tag"),
         (["--image", IMAGE], {"GPUPROV_DATABASE_URL": "sqlite:////tmp/x.db"}, "need PostgreSQL"),
         (["--image", IMAGE, "--owner", "prod\nnamespace: kube-system"], {}, "not a valid fleet name"),
         (["--image", IMAGE, "--service-account-annotation", "nokey"], {}, "is not KEY=VALUE"),
@@ -267,3 +272,19 @@ def test_the_configs_bootstrap_files_travel_in_the_configmap(tmp_path: Path, mon
     monkeypatch.setenv("GPUPROV_CONFIG", str(mount / "config.yaml"))
     loaded = config_module.load()
     assert loaded.bootstrap.scripts == {"aws": "#!/bin/sh\necho '${x}'\n"} and loaded.bootstrap.kubelet
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "localhost:5000/gpuprov:0.1",
+        "registry.example.com:5000/acme/gpuprov:0.1",
+        "10.0.0.7:5000/ml/gpu_prov__x:v0.1-rc.1",
+        "localhost:5000/gpuprov@sha256:" + "0" * 64,
+        "registry.example.com:5000/acme/gpuprov:0.1@sha256:" + "a" * 64,
+    ],
+)
+def test_emit_cronjob_takes_a_registry_with_a_port(image: str) -> None:
+    docs = emitted("--image", image, env={"GPUPROV_DATABASE_URL": "postgresql+psycopg://u:pw@db/x"})
+    cron = next(d for d in docs if d["kind"] == "CronJob")
+    assert cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == image  # type: ignore[index]
