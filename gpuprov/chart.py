@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuprov.errors import MissingExtraError, UsageError
 
@@ -46,6 +46,13 @@ def write_png(doc: PlanDocument, path: str) -> None:
     ax.set_xlim(0, max(1, len(hours) - 1))
     ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
+    save(fig, plt, path)
+
+
+def save(fig: Any, plt: Any, path: str) -> None:
+    """Write a figure to ``path`` atomically (a temporary file renamed into place), one line on failure."""
+    from gpuprov.names import show
+
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
@@ -53,6 +60,6 @@ def write_png(doc: PlanDocument, path: str) -> None:
         fig.savefig(tmp)
         os.replace(tmp, path)
     except OSError as exc:
-        raise UsageError(f"cannot write the chart to {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot write the chart to {show(path, 80)}: {exc.strerror}") from None
     finally:
         plt.close(fig)

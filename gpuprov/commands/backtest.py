@@ -59,8 +59,6 @@ def to_json(r: Any) -> dict[str, Any]:
 
 def write_chart(r: Any, path: str, title: str) -> None:
     """The three cumulative costs, step by step (needs matplotlib)."""
-    import os
-    import tempfile
 
     try:
         import matplotlib
@@ -86,16 +84,9 @@ def write_chart(r: Any, path: str, title: str) -> None:
     ax.legend(loc="upper left", fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
-        os.close(fd)
-        fig.savefig(tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UsageError(f"cannot write the chart to {names.show(path, 80)}: {exc.strerror}") from None
-    finally:
-        plt.close(fig)
+    from gpuprov.chart import save
+
+    save(fig, plt, path)
 
 
 def register(app: typer.Typer) -> None:
