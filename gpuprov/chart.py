@@ -58,6 +58,9 @@ def save(fig: Any, plt: Any, path: str) -> None:
         fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
         os.close(fd)
         fig.savefig(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary file would be (mkstemp makes it 0600)
         os.replace(tmp, path)
     except OSError as exc:
         raise UsageError(f"cannot write the chart to {show(path, 80)}: {exc.strerror}") from None
