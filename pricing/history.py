@@ -47,6 +47,7 @@ from decimal import Decimal, InvalidOperation
 
 from gpuprov.errors import UsageError
 from gpuprov.models import Cloud, Market, Offer
+from pricing.validate import MAX_PRICE, MIN_PRICE  # the bounds every price import keeps
 
 ANYCLOUD_COLUMNS = (
     "cloud",
@@ -64,7 +65,6 @@ ANYCLOUD_COLUMNS = (
 DAILY_COLUMNS = ("timestamp", "instance", "price_usd")
 FORMATS = ("anycloud", "daily-price")
 SAME = "same price as the day before (no change)"
-MAX_PRICE = Decimal(10_000)  # USD per instance-hour: anything above is a unit error
 MAX_BYTES = 64 * 1024 * 1024
 MAX_FIELD = 200
 IDENT = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -121,7 +121,10 @@ def _time(text: str, where: str, line: int) -> datetime:
         t = datetime.fromisoformat(text.strip())
     except ValueError:
         raise _fail(where, line, f"{_show(text)} is not an ISO 8601 time") from None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+    t = t if t.tzinfo else t.replace(tzinfo=UTC)
+    if not 2000 <= t.year <= 2100:  # checked before the conversion: 9999-12-31T23:59-05:00 is past datetime.max
+        raise _fail(where, line, f"{_show(text)} is outside 2000 to 2100")
+    return t.astimezone(UTC)
 
 
 def _show(text: str) -> str:
@@ -141,8 +144,8 @@ def _price(text: str, where: str, line: int, column: str) -> Decimal | None:
         raise _fail(where, line, f"{column} {_show(text)} is not a number")
     if value < 0:
         raise _fail(where, line, f"{column} is negative ({_show(text)})")
-    if value == 0 or value > MAX_PRICE:
-        raise _fail(where, line, f"{column} {_show(text)} is not a price (0 < USD/h ≤ {MAX_PRICE})")
+    if value < MIN_PRICE or value > MAX_PRICE:
+        raise _fail(where, line, f"{column} {_show(text)} is not a price ({MIN_PRICE} ≤ USD/h ≤ {MAX_PRICE})")
     return value
 
 

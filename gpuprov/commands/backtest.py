@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -115,7 +116,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay the stored price history: the rebalanced fleet against the day-one plan and hindsight."""
         fmt = common.parse_output(output, ("table", "json"))
-        from datetime import timedelta
 
         from gpuprov.commands.history import from_tuples, parse_when
         from gpuprov.commands.rebalance import parse_every
@@ -136,6 +136,12 @@ def register(app: typer.Typer) -> None:
         common.positive(node_gpus, "--node-gpus", 64)
         allowed_clouds = common.parse_clouds(clouds)
         allowed_markets = common.parse_markets(markets or ["on_demand,spot"])
+        reserved = [m.value for m in allowed_markets or () if m.is_reserved]
+        if reserved:
+            raise UsageError(
+                f"--markets {', '.join(reserved)}: price histories carry no reserved prices, so a backtest "
+                "cannot bill them; use on_demand and spot"
+            )
         from gpuprov import planning
         from policies import constraints, loader
         from pricing.gpus import resolve
@@ -168,10 +174,17 @@ def register(app: typer.Typer) -> None:
                 f"no price history is stored for {', '.join(scope)}",
                 hint="gpuprov pricing history import FILE --format anycloud|daily-price",
             )
+        spans = "; ".join(f"{c.cloud} {c.first:%Y-%m-%d %H:%M} to {c.last:%Y-%m-%d %H:%M}" for c in cover)
         if all(hi <= c.first or lo > c.last for c in cover):
-            spans = "; ".join(f"{c.cloud} {c.first:%Y-%m-%d %H:%M} to {c.last:%Y-%m-%d %H:%M}" for c in cover)
             raise UsageError(
                 f"--from/--to ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M}) is outside the history ({spans})"
+            )
+        first, last = min(c.first for c in cover), max(c.last for c in cover)
+        slack = timedelta(hours=24)
+        if lo < first - slack or hi > last + slack:
+            raise UsageError(
+                f"--from/--to ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M}) reaches more than a day past the "
+                f"stored history ({spans}): its prices there would be guesses"
             )
         catalog, snapshots = common.open_catalog()
         base = common.read_offers(catalog, gpu_names)

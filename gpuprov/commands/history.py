@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,8 @@ def parse_when(text: str, flag: str, end: bool = False) -> datetime:
         raise UsageError(f"{flag}: not a date or ISO 8601 time: {names.show(text)}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
+    if not 2000 <= when.year <= 2100:  # before any arithmetic: 9999-12-31 + 1 day is past datetime.max
+        raise UsageError(f"{flag}: {names.show(text)} is outside 2000 to 2100")
     if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
         when += timedelta(days=1)
     return when.astimezone(UTC)
@@ -92,6 +95,10 @@ def import_cmd(
     hi = None if end is None else parse_when(end, "--to", end=True)
     if lo is not None and hi is not None and lo >= hi:
         raise UsageError("--from must be before --to")
+    if region is not None and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", region.strip()):
+        raise UsageError(f"--region {names.show(region)} is not a region name such as us-east-1")
+    if instance_type is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", instance_type):
+        raise UsageError(f"--instance-type {names.show(instance_type)} is not an instance type name")
     where = Path(file).name
     if fmt == "anycloud":
         for flag, value in (("--cloud", cloud), ("--instance-type", instance_type), ("--region", region)):
@@ -189,6 +196,17 @@ def list_cmd(output: str = typer.Option("table", "--output", "-o", help="table o
         f"{report.matched:,} of {report.changes:,} changes move an offer of the current catalog; "
         f"{report.unmatched:,} match none"
     )
+
+
+@history_app.command("remove")
+def remove_cmd(source: str = typer.Option(..., "--source", help="a source as `pricing history list` shows it")) -> None:
+    """Forget the changes imported from one source (take back a bad import)."""
+    from gpuprov.store.history import HistoryStore
+
+    gone = HistoryStore().remove(source)
+    if not gone:
+        raise UsageError(f"no stored changes from {names.show(source)}", hint="gpuprov pricing history list")
+    typer.echo(f"removed {gone:,} changes from {source[:200]}")
 
 
 def register(app: typer.Typer) -> None:

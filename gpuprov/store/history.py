@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from gpuprov.errors import StoreError, UsageError
 from gpuprov.store.database import Database, parse_time
 
 ChangeTuple = tuple[datetime, str, str, str, str, str, str, Decimal | None, str]
@@ -46,11 +47,24 @@ class HistoryStore(Database):
         from gpuprov.store import tables
 
         clouds = {r[1] for r in rows}
-        have = {_key(r) for r in self.changes(clouds)}
+        stored = self.changes(clouds)
+        have = {_key(r) for r in stored}
+        # one price per (time, offer key, market): a file that says otherwise than what is stored
+        # (or than itself) is refused whole
+        prices: dict[tuple[Any, ...], tuple[Decimal | None, str]] = {_key(r)[:7]: (r[7], "stored") for r in stored}
         new: list[dict[str, Any]] = []
         seen: set[tuple[Any, ...]] = set()
         for r in rows:
             k = _key(r)
+            slot = k[:7]
+            if slot in prices and prices[slot][0] != r[7] and k not in have:
+                other, where = prices[slot]
+                raise UsageError(
+                    f"{source}: {r[1]} {'/'.join(r[3:6])} {r[6]} at {k[0]} is {r[7]} here but {other} "
+                    f"({'already stored' if where == 'stored' else 'earlier in the file'}); nothing was stored",
+                    hint="gpuprov pricing history remove --source SOURCE takes a bad import back",
+                )
+            prices.setdefault(slot, (r[7], "file"))
             if k in have or k in seen:
                 continue
             seen.add(k)
@@ -91,10 +105,24 @@ class HistoryStore(Database):
                 params[f"c{i}"] = c
                 names.append(f":c{i}")
             sql += f" WHERE cloud IN ({', '.join(names)})"
-        rows = self._rows(sql + " ORDER BY at, id", params)
+        rows = self._rows(
+            f"SELECT id, {', '.join(COLUMNS)} FROM gpuprov_price_change"
+            + sql.split("FROM gpuprov_price_change", 1)[1]
+            + " ORDER BY at, id",
+            params,
+        )
         out: list[ChangeTuple] = []
-        for at, cloud, kind, a, b, c, market, price, event in rows:
-            out.append((parse_time(at), cloud, kind, a, b, c, market, None if price is None else Decimal(price), event))
+        for rid, at, cloud, kind, a, b, c, market, price, event in rows:
+            try:
+                value = None if price is None else Decimal(price)
+                if value is not None and not value.is_finite():
+                    raise ValueError(price)
+                out.append((parse_time(at), cloud, kind, a, b, c, market, value, event))
+            except (ValueError, ArithmeticError, TypeError):
+                raise StoreError(
+                    f"stored price change {rid} is unreadable",
+                    hint="gpuprov pricing history remove --source SOURCE, then import the file again",
+                ) from None
         out.sort(key=lambda r: r[0])  # SQLite compares the stored text; the parsed times decide
         return out
 
@@ -106,3 +134,15 @@ class HistoryStore(Database):
             {},
         )
         return [Coverage(r[0], r[1], int(r[2]), int(r[3]), parse_time(r[4]), parse_time(r[5])) for r in rows]
+
+    def remove(self, source: str) -> int:
+        """Forget every change imported from ``source`` (one transaction); how many were removed."""
+        self.ensure_schema()
+        from sqlalchemy import delete
+
+        from gpuprov.store import tables
+
+        t = tables.PriceChangeRow.__table__  # type: ignore[attr-defined]
+        with self.guarded(f"could not remove the price history from {source}"), self.engine().begin() as con:
+            gone = con.execute(delete(t).where(t.c.source == source)).rowcount
+        return int(gone or 0)

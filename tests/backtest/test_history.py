@@ -113,6 +113,9 @@ GOOD = "gcp,c1,2026-04-02T10:00:00+00:00,T4,1,us-central1-a,0.35,0.15,,,new\n"
         (HEADER + GOOD.replace("us-central1-a", "us central"), [], "not an identifier"),
         (HEADER + GOOD, ["--from", "2026-04-03"], "outside --from/--to"),
         (HEADER + GOOD, ["--to", "2026-04-01"], "outside --from/--to"),
+        (HEADER + GOOD.replace("0.35", "1e-999999999"), [], "is not a price"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "1969-04-02T10:00:00+00:00"), [], "outside 2000 to 2100"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "9999-12-31T23:59:59-05:00"), [], "outside 2000 to 2100"),
         (HEADER, [], "no price change"),
         ("", [], "empty"),
     ],
@@ -230,3 +233,56 @@ def test_gcp_accelerator_names_follow_the_machine_type() -> None:
     assert history.offer_match(mega) == ("gcp", history.GCP_ACCELERATOR, "H100-MEGA", "8", "us-east4-a")
     assert history.offer_match(high) == ("gcp", history.GCP_ACCELERATOR, "H100", "8", "us-east4-a")
     assert history.offer_match(a2) == ("gcp", history.GCP_ACCELERATOR, "A100", "1", "us-east4-a")
+
+
+def test_a_file_that_contradicts_the_stored_history_is_refused_and_an_import_can_be_removed(tmp_path: Path) -> None:
+    first = _write(tmp_path, HEADER + GOOD)
+    assert cli("pricing", "history", "import", first, "--format", "anycloud")[0] == 0
+    other = tmp_path / "other.csv"
+    other.write_text(HEADER + GOOD.replace("0.35", "0.5"))
+    code, _out, err = cli("pricing", "history", "import", str(other), "--format", "anycloud")
+    assert code == 2 and "already stored" in err and "Traceback" not in err
+    assert [c[7] for c in HistoryStore().changes() if c[6] == "on_demand"] == [Decimal("0.35")]
+    (source,) = {c.source for c in HistoryStore().coverage()}
+    code, out, err = cli("pricing", "history", "remove", "--source", source)
+    assert code == 0 and "removed 2 changes" in out, err  # on demand and spot
+    assert HistoryStore().changes() == []
+    assert cli("pricing", "history", "remove", "--source", source)[0] == 2
+
+
+def test_a_damaged_stored_change_is_one_line(_isolated_db: str, tmp_path: Path) -> None:
+    assert cli("pricing", "history", "import", _write(tmp_path, HEADER + GOOD), "--format", "anycloud")[0] == 0
+    con = sqlite3.connect(_isolated_db.removeprefix("sqlite:///"))
+    con.execute("UPDATE gpuprov_price_change SET price = 'abc'")
+    con.commit()
+    con.close()
+    code, _out, err = cli(
+        "backtest",
+        "--policy",
+        "constant",
+        "--gpus",
+        "8",
+        "--type",
+        "t4",
+        "--clouds",
+        "gcp",
+        "--from",
+        "2026-04-02T10:00",
+        "--to",
+        "2026-04-02T12:00",
+    )
+    assert code == 5 and "unreadable" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--from", "2026-04-02T10:00", "--to", "2030-01-01"], "more than a day past the stored history"),
+        (["--from", "2026-04-02T10:00", "--to", "2026-04-02T12:00", "--markets", "reserved_1y"], "no reserved"),
+        (["--from", "9999-01-01", "--to", "9999-12-31"], "outside 2000 to 2100"),
+    ],
+)
+def test_backtest_ranges_and_markets_it_cannot_price_are_refused(tmp_path: Path, args: list[str], says: str) -> None:
+    assert cli("pricing", "history", "import", _write(tmp_path, HEADER + GOOD), "--format", "anycloud")[0] == 0
+    code, _out, err = cli("backtest", "--policy", "constant", "--gpus", "8", "--type", "t4", "--clouds", "gcp", *args)
+    assert code == 2 and says in err and "Traceback" not in err, err
