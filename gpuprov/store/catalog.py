@@ -252,14 +252,14 @@ class Catalog(Database):
         sql += " ORDER BY id"
         return [
             SnapshotInfo(
-                id=int(r[0]),
-                source=r[1],
-                cloud=Cloud(r[2]),
-                fetched_at=parse_time(r[3]),
-                row_count=int(r[4]),
-                current=bool(r[5]),
+                id=int(r["id"]),
+                source=r["source"],
+                cloud=Cloud(r["cloud"]),
+                fetched_at=parse_time(r["fetched_at"]),
+                row_count=int(r["row_count"]),
+                current=bool(r["current"]),
             )
-            for r in self._rows(sql, {"yes": True})
+            for r in self._records(sql, {"yes": True})
         ]
 
     def activate(self, snapshot_id: int) -> SnapshotInfo:

@@ -21,7 +21,7 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "5"  # kept equal to tables.SCHEMA_VERSION (a test checks it)
+SCHEMA_VERSION = "5"  # the one schema version of the store (tables.py reads it)
 UPGRADABLE = ("1", "2", "3", "4")  # versions whose upgrade is "create the tables added since"
 
 

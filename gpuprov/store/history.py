@@ -128,12 +128,24 @@ class HistoryStore(Database):
 
     def coverage(self) -> list[Coverage]:
         self.ensure_schema()
-        rows = self._rows(
-            "SELECT cloud, source, count(*), count(DISTINCT kind || '|' || key_a || '|' || key_b || '|' || key_c), "
-            "min(at), max(at) FROM gpuprov_price_change GROUP BY cloud, source ORDER BY cloud, source",
+        rows = self._records(
+            "SELECT cloud, source, count(*) AS n_changes, "
+            "count(DISTINCT kind || '|' || key_a || '|' || key_b || '|' || key_c) AS n_keys, "
+            "min(at) AS first_at, max(at) AS last_at FROM gpuprov_price_change "
+            "GROUP BY cloud, source ORDER BY cloud, source",
             {},
         )
-        return [Coverage(r[0], r[1], int(r[2]), int(r[3]), parse_time(r[4]), parse_time(r[5])) for r in rows]
+        return [
+            Coverage(
+                cloud=r["cloud"],
+                source=r["source"],
+                changes=int(r["n_changes"]),
+                keys=int(r["n_keys"]),
+                first=parse_time(r["first_at"]),
+                last=parse_time(r["last_at"]),
+            )
+            for r in rows
+        ]
 
     def remove(self, source: str) -> int:
         """Forget every change imported from ``source`` (one transaction); how many were removed."""

@@ -57,10 +57,13 @@ class PlanStore(Database):
 
     def list(self) -> list[SavedPlan]:
         self.ensure_schema()
-        rows = self._rows(
+        rows = self._records(
             "SELECT id, created_at, gpu, gpus, policy, hourly_usd FROM gpuprov_plan ORDER BY created_at DESC, id", {}
         )
-        return [SavedPlan(r[0], parse_time(r[1]), r[2], int(r[3]), r[4], r[5]) for r in rows]
+        return [
+            SavedPlan(r["id"], parse_time(r["created_at"]), r["gpu"], int(r["gpus"]), r["policy"], r["hourly_usd"])
+            for r in rows
+        ]
 
     def get(self, plan_id: str) -> PlanDocument:
         """A saved plan's document by id or unique id prefix."""

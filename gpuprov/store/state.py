@@ -99,9 +99,20 @@ class StateStore(Database):
         )
         if pending_only:
             sql += f" AND state = '{JournalState.PENDING.value}'"
-        rows = self._rows(sql + " ORDER BY id", {"owner": owner})
+        rows = self._records(sql + " ORDER BY id", {"owner": owner})
         return [
-            JournalEntry(int(r[0]), r[1], r[2], r[3], r[4], tuple(json.loads(r[5])), r[6], r[7], r[8], parse_time(r[9]))
+            JournalEntry(
+                int(r["id"]),
+                r["owner"],
+                r["plan_id"],
+                r["op"],
+                r["token"],
+                tuple(json.loads(r["pool"])),
+                r["instance_id"],
+                r["state"],
+                r["error"],
+                parse_time(r["started_at"]),
+            )
             for r in rows
         ]
 
@@ -146,8 +157,12 @@ class StateStore(Database):
 
     def unavailable(self, now: datetime) -> dict[Pool4, str]:
         self.ensure_schema()
-        rows = self._rows("SELECT cloud, zone, instance_type, market, until, reason FROM gpuprov_unavailable", {})
-        return {Site(r[0], r[1], r[2], r[3]): r[5] for r in rows if parse_time(r[4]) > now}
+        rows = self._records("SELECT cloud, zone, instance_type, market, until, reason FROM gpuprov_unavailable", {})
+        return {
+            Site(r["cloud"], r["zone"], r["instance_type"], r["market"]): r["reason"]
+            for r in rows
+            if parse_time(r["until"]) > now
+        }
 
     # -- fleet mirror ------------------------------------------------------------------
     def mirror(self, owner: str, handles: Sequence[InstanceHandle], when: datetime) -> None:

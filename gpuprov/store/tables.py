@@ -10,7 +10,9 @@ from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 5
+from gpuprov.store.database import SCHEMA_VERSION as _DATABASE_SCHEMA
+
+SCHEMA_VERSION = int(_DATABASE_SCHEMA)  # one version: the store's (database.py)
 
 
 class MetaRow(SQLModel, table=True):
