@@ -47,6 +47,7 @@ from decimal import Decimal, InvalidOperation
 
 from gpuprov.errors import UsageError
 from gpuprov.models import Cloud, Market, Offer
+from pricing.validate import MAX_PRICE, MIN_PRICE
 
 ANYCLOUD_COLUMNS = (
     "cloud",
@@ -64,10 +65,13 @@ ANYCLOUD_COLUMNS = (
 DAILY_COLUMNS = ("timestamp", "instance", "price_usd")
 FORMATS = ("anycloud", "daily-price")
 SAME = "same price as the day before (no change)"
-MAX_PRICE = Decimal(10_000)  # USD per instance-hour: anything above is a unit error
 MAX_BYTES = 64 * 1024 * 1024
 MAX_FIELD = 200
 IDENT = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
+# the times a price history may hold: anything outside is a typo or a unit error (and years near
+# 1 or 9999 overflow Python's datetime arithmetic)
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 
 GCP_ACCELERATOR = "gcp-accelerator"  # key: (accelerator, count, zone)
 INSTANCE = "instance"  # key: (instance type, region, accelerator or "")
@@ -116,12 +120,30 @@ def _fail(where: str, line: int | None, message: str) -> HistoryFormatError:
     return HistoryFormatError(f"{where}{f', line {line}' if line else ''}: {message}; nothing was stored")
 
 
+def is_ident(text: str) -> bool:
+    """An offer-key identifier: ``[A-Za-z0-9._:/-]``, at most 200 characters, no ``..``."""
+    return bool(IDENT.fullmatch(text)) and ".." not in text
+
+
+def in_range(t: datetime) -> bool:
+    """Whether an aware time lies in the span a price history may cover (EARLIEST to LATEST)."""
+    return EARLIEST <= t < LATEST
+
+
+RANGE = f"{EARLIEST:%Y}-{LATEST:%Y}"
+
+
 def _time(text: str, where: str, line: int) -> datetime:
     try:
         t = datetime.fromisoformat(text.strip())
+        t = (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
     except ValueError:
         raise _fail(where, line, f"{_show(text)} is not an ISO 8601 time") from None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        raise _fail(where, line, f"time {_show(text)} is outside {RANGE}") from None
+    if not in_range(t):
+        raise _fail(where, line, f"time {_show(text)} is outside {RANGE}")
+    return t
 
 
 def _show(text: str) -> str:
@@ -141,14 +163,14 @@ def _price(text: str, where: str, line: int, column: str) -> Decimal | None:
         raise _fail(where, line, f"{column} {_show(text)} is not a number")
     if value < 0:
         raise _fail(where, line, f"{column} is negative ({_show(text)})")
-    if value == 0 or value > MAX_PRICE:
-        raise _fail(where, line, f"{column} {_show(text)} is not a price (0 < USD/h ≤ {MAX_PRICE})")
+    if value < MIN_PRICE or value > MAX_PRICE:
+        raise _fail(where, line, f"{column} {_show(text)} is not a price ({MIN_PRICE} ≤ USD/h ≤ {MAX_PRICE})")
     return value
 
 
 def _ident(text: str, where: str, line: int, column: str) -> str:
-    if not IDENT.fullmatch(text):
-        raise _fail(where, line, f"{column} {_show(text)} is not an identifier ([A-Za-z0-9._:/-], ≤ 200)")
+    if not is_ident(text):
+        raise _fail(where, line, f"{column} {_show(text)} is not an identifier ([A-Za-z0-9._:/-], ≤ 200, no '..')")
     return text
 
 

@@ -20,8 +20,11 @@ MAX_HISTORY_BYTES = 64 << 20
 
 
 def parse_when(text: str, flag: str, end: bool = False) -> datetime:
-    """A date (2026-04-02: midnight UTC; as an end, the end of that day) or an ISO time (UTC when no zone)."""
+    """A date (2026-04-02: midnight UTC; as an end, the end of that day) or an ISO time (UTC when
+    no zone), within the span a price history may cover (2000 to 2100)."""
     from datetime import timedelta
+
+    from pricing import history
 
     try:
         when = datetime.fromisoformat(text.strip())
@@ -29,9 +32,16 @@ def parse_when(text: str, flag: str, end: bool = False) -> datetime:
         raise UsageError(f"{flag}: not a date or ISO 8601 time: {names.show(text)}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
-        when += timedelta(days=1)
-    return when.astimezone(UTC)
+    outside = UsageError(f"{flag}: {names.show(text)} is outside {history.RANGE}")
+    try:
+        when = when.astimezone(UTC)
+        if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
+            when += timedelta(days=1)
+    except OverflowError:  # years near 1 or 9999
+        raise outside from None
+    if not (history.in_range(when) or (end and when == history.LATEST)):
+        raise outside
+    return when
 
 
 def read_file(path: str) -> bytes:
@@ -104,8 +114,9 @@ def import_cmd(
         clouds = common.parse_clouds([cloud])
         if clouds is None or len(clouds) != 1:
             raise UsageError("--cloud: name one cloud (aws, gcp or azure)")
-        if not history.IDENT.fullmatch(region) or (instance_type and not history.IDENT.fullmatch(instance_type)):
-            raise UsageError("--region and --instance-type must be identifiers ([A-Za-z0-9._:/-])")
+        for flag, value in (("--region", region), ("--instance-type", instance_type)):
+            if value is not None and not history.is_ident(value):
+                raise UsageError(f"{flag} {names.show(value)} is not an identifier ([A-Za-z0-9._:/-], no '..')")
         parsed = history.read_daily_price(read_file(file), where, clouds[0], region, instance_type, lo, hi)
     report = history.match_report(catalog_offers(), parsed.changes)
     from gpuprov.store.history import HistoryStore

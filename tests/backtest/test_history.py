@@ -111,6 +111,13 @@ GOOD = "gcp,c1,2026-04-02T10:00:00+00:00,T4,1,us-central1-a,0.35,0.15,,,new\n"
         (HEADER + GOOD + GOOD.replace("0.35", "-0.35"), [], "negative"),
         (HEADER + GOOD.replace("0.15", "nan"), [], "not a number"),
         (HEADER + GOOD.replace("us-central1-a", "us central"), [], "not an identifier"),
+        (HEADER + GOOD.replace("us-central1-a", "us-central1/../a"), [], "not an identifier"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "9999-12-31T23:59:59-05:00"), [], "outside 2000-2100"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "1969-12-31T23:59:59+00:00"), [], "outside 2000-2100"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "0001-01-01T00:00:00+01:00"), [], "outside 2000-2100"),
+        (HEADER + GOOD.replace("0.35", "1e-999999999"), [], "is not a price"),
+        (HEADER + GOOD.replace("0.35", "0.00001"), [], "is not a price"),
+        (HEADER + GOOD.replace("0.15", "10000.01"), [], "is not a price"),
         (HEADER + GOOD, ["--from", "2026-04-03"], "outside --from/--to"),
         (HEADER + GOOD, ["--to", "2026-04-01"], "outside --from/--to"),
         (HEADER, [], "no price change"),
@@ -124,6 +131,41 @@ def test_a_bad_history_file_is_one_line_exit_2_and_stores_nothing(
     assert code == 2 and says in err and "nothing was stored" in err, (code, err)
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
     assert HistoryStore().changes() == []
+
+
+DAILY = "timestamp,instance,price_usd\n2026-04-02T00:00:00,p5.48xlarge,55.04\n"
+DAILY_ARGS = ["--format", "daily-price", "--cloud", "aws", "--region", "us-east-1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "says"),
+    [
+        (DAILY.replace("2026-04-02T00:00:00", "9999-12-31T23:59:59-05:00"), DAILY_ARGS, "outside 2000-2100"),
+        (DAILY.replace("2026-04-02T00:00:00", "1999-12-31T23:59:59"), DAILY_ARGS, "outside 2000-2100"),
+        (DAILY.replace("55.04", "1e-9999999"), DAILY_ARGS, "is not a price"),
+        (DAILY, [*DAILY_ARGS[:-1], "../x"], "--region '../x' is not an identifier"),
+        (DAILY, [*DAILY_ARGS, "--instance-type", "p5..x"], "--instance-type 'p5..x' is not an identifier"),
+        (DAILY, [*DAILY_ARGS, "--from", "9999-01-01"], "--from: '9999-01-01' is outside 2000-2100"),
+        (DAILY, [*DAILY_ARGS, "--to", "9999-12-31T23:59:59-05:00"], "--to: '9999-12-31T23:59:59-05:00' is outside"),
+        (DAILY, [*DAILY_ARGS, "--to", "0001-01-01T00:00:00+01:00"], "--to: '0001-01-01T00:00:00+01:00' is outside"),
+    ],
+)
+def test_a_bad_daily_price_file_or_flag_is_one_line_exit_2(
+    tmp_path: Path, text: str, args: list[str], says: str
+) -> None:
+    code, out, err = cli("pricing", "history", "import", _write(tmp_path, text), *args)
+    assert code == 2 and says in err, (code, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+    assert HistoryStore().changes() == []
+
+
+def test_the_bounds_are_the_pricing_import_bounds(tmp_path: Path) -> None:
+    from pricing import validate
+
+    assert history.MAX_PRICE is validate.MAX_PRICE and history.MIN_PRICE is validate.MIN_PRICE
+    edge = DAILY.replace("55.04", str(validate.MIN_PRICE)) + "2026-04-03T00:00:00,p5.48xlarge,10000\n"
+    code, _out, err = cli("pricing", "history", "import", _write(tmp_path, edge), *DAILY_ARGS)
+    assert code == 0, err
 
 
 def test_a_bad_row_late_in_a_good_file_stores_none_of_it(tmp_path: Path) -> None:
