@@ -202,5 +202,40 @@ def list_cmd(output: str = typer.Option("table", "--output", "-o", help="table o
     )
 
 
+@history_app.command("remove")
+def remove_cmd(
+    source: str = typer.Option(
+        ..., "--source", help="what `pricing history list` shows as source (anycloud:FILE), or the file name alone"
+    ),
+    output: str = typer.Option("table", "--output", "-o", help="table or json"),
+) -> None:
+    """Take out every change an import stored (one transaction), to undo a bad import.
+
+    A change that a later file also held was stored once, under the first file's name: removing
+    that file removes it; import the later file again to put it back."""
+    fmt = common.parse_output(output, ("table", "json"))
+    from gpuprov.store.history import HistoryStore
+
+    store = HistoryStore()
+    known = store.sources()
+    chosen = [s for s in known if source in (s, s.partition(":")[2])]
+    if not chosen:
+        raise UsageError(
+            f"no stored price history comes from {names.show(source, 80)}; nothing was removed",
+            hint=f"stored sources: {', '.join(known[:5]) + (' …' if len(known) > 5 else '') or 'none'}",
+        )
+    if len(chosen) > 1:
+        raise UsageError(
+            f"{names.show(source, 80)} names {len(chosen)} sources ({', '.join(chosen)}); nothing was removed",
+            hint="pass --source FORMAT:FILE",
+        )
+    removed = store.remove(chosen[0])
+    if fmt == "json":
+        json.dump({"source": chosen[0], "removed": removed}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    common.console().print(f"{chosen[0]}: removed {removed:,} price changes")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(history_app, name="history")

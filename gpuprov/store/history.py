@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from gpuprov.errors import UsageError
 from gpuprov.store.database import Database, parse_time
 
 ChangeTuple = tuple[datetime, str, str, str, str, str, str, Decimal | None, str]
@@ -37,19 +38,46 @@ def _key(row: ChangeTuple) -> tuple[Any, ...]:
     return (at.astimezone(UTC).isoformat(), *rest[:6], None if price is None else str(price), rest[7])
 
 
+def _slot(row: ChangeTuple) -> tuple[Any, ...]:
+    """Where a row prices: (time, cloud, kind, key, market). One slot holds one price."""
+    return (row[0].astimezone(UTC).isoformat(), *row[1:7])
+
+
+class HistoryConflictError(UsageError):
+    """A file that would store a second, different price at a (time, key, market) already priced."""
+
+
+def _show_price(price: Decimal | None) -> str:
+    return "gone" if price is None else f"${price}"
+
+
 class HistoryStore(Database):
     def add(self, rows: Sequence[ChangeTuple], source: str) -> tuple[int, int]:
-        """Store the rows not already stored, all in one transaction; (stored, already there)."""
+        """Store the rows not already stored, all in one transaction; (stored, already there).
+
+        A row at the same (time, key, market) as a stored row, or an earlier row of the same
+        file, with another price is a :class:`HistoryConflictError` (exit 2): nothing is stored."""
         self.ensure_schema()
         from sqlalchemy import insert
 
         from gpuprov.store import tables
 
         clouds = {r[1] for r in rows}
-        have = {_key(r) for r in self.changes(clouds)}
+        stored = self.changes(clouds)
+        have = {_key(r) for r in stored}
+        priced: dict[tuple[Any, ...], tuple[Decimal | None, str]] = {_slot(r): (r[7], "stored") for r in stored}
         new: list[dict[str, Any]] = []
         seen: set[tuple[Any, ...]] = set()
         for r in rows:
+            slot = _slot(r)
+            before = priced.setdefault(slot, (r[7], f"this file ({source})"))
+            if before[0] != r[7]:
+                at, cloud, _kind, a, b, c, market = slot
+                raise HistoryConflictError(
+                    f"{source}: {cloud} {a}/{b}/{c} {market} at {at} is {_show_price(r[7])}, but {before[1]} "
+                    f"has {_show_price(before[0])} there; nothing was stored",
+                    hint="gpuprov pricing history remove --source SOURCE takes out a bad import",
+                )
             k = _key(r)
             if k in have or k in seen:
                 continue
@@ -77,6 +105,21 @@ class HistoryStore(Database):
             if new:
                 con.execute(insert(t), new)
         return len(new), len(rows) - len(new)
+
+    def remove(self, source: str) -> int:
+        """Delete every change imported from ``source``, in one transaction; how many."""
+        self.ensure_schema()
+        from sqlalchemy import delete
+
+        from gpuprov.store import tables
+
+        t = tables.PriceChangeRow.__table__  # type: ignore[attr-defined]
+        with self.guarded(f"could not remove the price history from {source}"), self.engine().begin() as con:
+            return int(con.execute(delete(t).where(t.c.source == source)).rowcount or 0)
+
+    def sources(self) -> list[str]:
+        self.ensure_schema()
+        return [str(r[0]) for r in self._rows("SELECT DISTINCT source FROM gpuprov_price_change ORDER BY source", {})]
 
     def changes(self, clouds: Collection[str] | None = None) -> list[ChangeTuple]:
         """Every stored change of these clouds (None: all), oldest first (import order within a time)."""

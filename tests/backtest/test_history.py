@@ -175,6 +175,52 @@ def test_a_bad_row_late_in_a_good_file_stores_none_of_it(tmp_path: Path) -> None
     assert HistoryStore().changes() == []
 
 
+def test_a_file_pricing_a_stored_time_and_key_differently_is_refused_whole(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text(HEADER + GOOD)
+    later = GOOD.replace("04-02T10", "04-03T10")
+    two.write_text(HEADER + GOOD.replace("0.15", "0.16") + later)  # another spot price at GOOD's time
+    assert cli("pricing", "history", "import", str(one), "--format", "anycloud")[0] == 0
+    code, out, err = cli("pricing", "history", "import", str(two), "--format", "anycloud")
+    assert code == 2 and len(err.strip().splitlines()) == 2 and "Traceback" not in err + out, err
+    assert "gcp T4/1/us-central1-a spot at 2026-04-02T10:00:00+00:00 is $0.16" in err
+    assert "stored has $0.15" in err and "nothing was stored" in err
+    assert len(HistoryStore().changes()) == 2  # the first file's two markets only
+    # the same price again is no conflict: stored once
+    two.write_text(HEADER + GOOD + later)
+    code, out, err = cli("pricing", "history", "import", str(two), "--format", "anycloud", "-o", "json")
+    assert code == 0 and json.loads(out)["already_stored"] == 2, err
+
+
+def test_a_file_pricing_one_time_and_key_twice_is_refused(tmp_path: Path) -> None:
+    code, _out, err = cli(
+        "pricing",
+        "history",
+        "import",
+        _write(tmp_path, HEADER + GOOD + GOOD.replace("0.35", "0.36")),
+        "--format",
+        "anycloud",
+    )
+    assert code == 2 and "is $0.36, but this file (anycloud:h.csv) has $0.35" in err, err
+    assert HistoryStore().changes() == []
+
+
+def test_remove_takes_out_one_import(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text(HEADER + GOOD)
+    two.write_text(HEADER + GOOD.replace("04-02T10", "04-03T10").replace("0.15", "0.17"))
+    for f in (one, two):
+        assert cli("pricing", "history", "import", str(f), "--format", "anycloud")[0] == 0
+    code, out, err = cli("pricing", "history", "remove", "--source", "two.csv", "-o", "json")
+    assert code == 0 and json.loads(out) == {"source": "anycloud:two.csv", "removed": 2}, err
+    assert {r[7] for r in HistoryStore().changes()} == {Decimal("0.35"), Decimal("0.15")}
+    code, out, err = cli("pricing", "history", "remove", "--source", "anycloud:two.csv")
+    assert code == 2 and "nothing was removed" in err and "anycloud:one.csv" in err and "Traceback" not in err
+    assert len(HistoryStore().changes()) == 2
+    assert cli("pricing", "history", "remove", "--source", "anycloud:one.csv")[0] == 0
+    assert HistoryStore().changes() == []
+
+
 def test_daily_price_needs_cloud_and_region(tmp_path: Path) -> None:
     code, _out, err = cli("pricing", "history", "import", str(P5), "--format", "daily-price")
     assert code == 2 and "--cloud and --region" in err

@@ -310,6 +310,7 @@ CASES: list[Case] = [
         lambda t: ["pricing", "history", "import", write(t, "d.csv", DAILY), *DAILY_ARGS[:-1], "../x"],
         {},
     ),
+    ("history-remove-unknown", lambda t: ["pricing", "history", "remove", "--source", "anycloud:nope.csv"], {}),
     (
         "backtest-year-9999",
         lambda t: ["backtest", "--gpus", "8", "--type", "a100", "--from", "9999-01-01", "--to", "9999-12-31"],
