@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from gpuprov.errors import UsageError
-from gpuprov.models import Cloud, Market, Offer
+from gpuprov.models import HISTORY_EARLIEST, HISTORY_LATEST, Cloud, Market, Offer
 from pricing.validate import MAX_PRICE, MIN_PRICE
 
 ANYCLOUD_COLUMNS = (
@@ -68,10 +68,7 @@ SAME = "same price as the day before (no change)"
 MAX_BYTES = 64 * 1024 * 1024
 MAX_FIELD = 200
 IDENT = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
-# the times a price history may hold: anything outside is a typo or a unit error (and years near
-# 1 or 9999 overflow Python's datetime arithmetic)
-EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
-LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+EARLIEST, LATEST = HISTORY_EARLIEST, HISTORY_LATEST
 
 GCP_ACCELERATOR = "gcp-accelerator"  # key: (accelerator, count, zone)
 INSTANCE = "instance"  # key: (instance type, region, accelerator or "")

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from gpuprov.errors import UsageError
+from gpuprov.errors import StoreError, UsageError
 from gpuprov.store.database import Database, parse_time
 
 ChangeTuple = tuple[datetime, str, str, str, str, str, str, Decimal | None, str]
+KINDS = ("gcp-accelerator", "instance")  # pricing.history.GCP_ACCELERATOR, INSTANCE
+EVENTS = ("new", "price", "removed")
 COLUMNS = ("at", "cloud", "kind", "key_a", "key_b", "key_c", "market", "price", "event")
 
 
@@ -124,7 +126,7 @@ class HistoryStore(Database):
     def changes(self, clouds: Collection[str] | None = None) -> list[ChangeTuple]:
         """Every stored change of these clouds (None: all), oldest first (import order within a time)."""
         self.ensure_schema()
-        sql = f"SELECT {', '.join(COLUMNS)} FROM gpuprov_price_change"
+        sql = f"SELECT id, {', '.join(COLUMNS)} FROM gpuprov_price_change"
         params: dict[str, Any] = {}
         if clouds is not None:
             if not clouds:
@@ -135,11 +137,41 @@ class HistoryStore(Database):
                 names.append(f":c{i}")
             sql += f" WHERE cloud IN ({', '.join(names)})"
         rows = self._rows(sql + " ORDER BY at, id", params)
-        out: list[ChangeTuple] = []
-        for at, cloud, kind, a, b, c, market, price, event in rows:
-            out.append((parse_time(at), cloud, kind, a, b, c, market, None if price is None else Decimal(price), event))
+        out = [self._read(row) for row in rows]
         out.sort(key=lambda r: r[0])  # SQLite compares the stored text; the parsed times decide
         return out
+
+    def _read(self, row: Sequence[Any]) -> ChangeTuple:
+        """One stored row as a change tuple; a row that is not one is a StoreError naming its id."""
+        from gpuprov.models import HISTORY_EARLIEST, HISTORY_LATEST, Cloud, Market
+
+        rid, at, cloud, kind, a, b, c, market, price, event = row
+
+        def bad(what: str) -> StoreError:
+            return StoreError(
+                f"price history row {rid} is corrupt: {what}",
+                hint="gpuprov pricing history remove --source SOURCE, then import that file again",
+            )
+
+        try:
+            when = parse_time(at).astimezone(UTC)
+        except (ValueError, TypeError, OverflowError):
+            when = None
+        if when is None or not HISTORY_EARLIEST <= when < HISTORY_LATEST:
+            raise bad(f"time {str(at)[:40]!r} is not a time from {HISTORY_EARLIEST:%Y} to {HISTORY_LATEST:%Y}")
+        if cloud not in {x.value for x in Cloud} or market not in (Market.ON_DEMAND.value, Market.SPOT.value):
+            raise bad(f"cloud/market {str(cloud)[:20]!r}/{str(market)[:20]!r} is not one the history holds")
+        if kind not in KINDS or event not in EVENTS or not all(isinstance(k, str) for k in (a, b, c)):
+            raise bad("its kind, key or event is not one the history holds")
+        value: Decimal | None = None
+        if price is not None:
+            try:
+                value = Decimal(str(price))
+            except InvalidOperation:
+                value = None
+            if value is None or not value.is_finite() or value <= 0:
+                raise bad(f"price {str(price)[:40]!r} is not a price")
+        return (when, cloud, kind, a, b, c, market, value, event)
 
     def coverage(self) -> list[Coverage]:
         self.ensure_schema()
@@ -148,4 +180,15 @@ class HistoryStore(Database):
             "min(at), max(at) FROM gpuprov_price_change GROUP BY cloud, source ORDER BY cloud, source",
             {},
         )
-        return [Coverage(r[0], r[1], int(r[2]), int(r[3]), parse_time(r[4]), parse_time(r[5])) for r in rows]
+        out = []
+        for r in rows:
+            try:
+                first, last = parse_time(r[4]).astimezone(UTC), parse_time(r[5]).astimezone(UTC)
+                out.append(Coverage(str(r[0]), str(r[1]), int(r[2]), int(r[3]), first, last))
+            except (ValueError, TypeError, OverflowError):
+                raise StoreError(
+                    f"price history of {str(r[0])[:20]!r} from {str(r[1])[:80]!r} holds a time that is not one "
+                    f"({str(r[4])[:40]!r} to {str(r[5])[:40]!r})",
+                    hint="gpuprov pricing history remove --source SOURCE, then import that file again",
+                ) from None
+        return out

@@ -221,6 +221,46 @@ def test_remove_takes_out_one_import(tmp_path: Path) -> None:
     assert HistoryStore().changes() == []
 
 
+def test_the_store_knows_the_kinds_the_reader_writes() -> None:
+    from gpuprov.store import history as store_history
+
+    assert set(store_history.KINDS) == {history.GCP_ACCELERATOR, history.INSTANCE}
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "says"),
+    [
+        ("price", "abc", "price 'abc' is not a price"),
+        ("price", "NaN", "price 'NaN' is not a price"),
+        ("price", "-1", "price '-1' is not a price"),
+        ("at", "yesterday", "time 'yesterday' is not a time"),
+        ("at", "9999-12-31T23:59:59-05:00", "is not a time"),
+        ("cloud", "ibm", "cloud/market 'ibm'/'spot'"),
+        ("market", "reserved_1y", "cloud/market 'gcp'/'reserved_1y'"),
+        ("event", "boom", "kind, key or event"),
+    ],
+)
+def test_a_corrupt_stored_row_is_one_store_error_line(
+    tmp_path: Path, _isolated_db: str, column: str, value: str, says: str
+) -> None:
+    assert cli("pricing", "history", "import", _write(tmp_path, HEADER + GOOD), "--format", "anycloud")[0] == 0
+    with sqlite3.connect(_isolated_db.removeprefix("sqlite:///")) as con:
+        rid = con.execute("SELECT max(id) FROM gpuprov_price_change WHERE market = 'spot'").fetchone()[0]
+        con.execute(f"UPDATE gpuprov_price_change SET {column} = ? WHERE id = ?", (value, rid))
+    commands = [["pricing", "history", "list"]]
+    if column != "cloud":  # a backtest of gcp reads gcp rows only
+        commands.append(
+            ["backtest", "--gpus", "1", "--type", "t4", "--clouds", "gcp", "--from", "2026-04-02", "--to", "2026-04-03"]
+        )
+    for args in commands:
+        code, out, err = cli(*args)
+        assert code == 5 and "Traceback" not in out + err, (args, code, err)
+        first = err.strip().splitlines()[0]
+        assert first.startswith("error:") and ("corrupt" in first or "not one" in first), (args, err)
+        if column != "at":  # a bad time can show first in the coverage, which names the source
+            assert f"row {rid} is corrupt" in first and says in first, (args, err)
+
+
 def test_daily_price_needs_cloud_and_region(tmp_path: Path) -> None:
     code, _out, err = cli("pricing", "history", "import", str(P5), "--format", "daily-price")
     assert code == 2 and "--cloud and --region" in err
