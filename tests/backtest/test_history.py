@@ -250,7 +250,19 @@ def test_a_corrupt_stored_row_is_one_store_error_line(
     commands = [["pricing", "history", "list"]]
     if column != "cloud":  # a backtest of gcp reads gcp rows only
         commands.append(
-            ["backtest", "--gpus", "1", "--type", "t4", "--clouds", "gcp", "--from", "2026-04-02", "--to", "2026-04-03"]
+            [
+                "backtest",
+                "--gpus",
+                "1",
+                "--type",
+                "t4",
+                "--clouds",
+                "gcp",
+                "--from",
+                "2026-04-02",
+                "--to",
+                "2026-04-03T00:00",
+            ]
         )
     for args in commands:
         code, out, err = cli(*args)
