@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import typer
 
@@ -44,19 +48,25 @@ def parse_when(text: str, flag: str, end: bool = False) -> datetime:
     return when
 
 
-def read_file(path: str) -> bytes:
+@contextlib.contextmanager
+def open_file(path: str) -> Iterator[IO[bytes]]:
+    """The history file, open for reading as a stream (a file over the size limit is refused unread)."""
     p = Path(path)
     where = names.show(path, 80)
     try:
         if p.is_dir():
             raise UsageError(f"{where}: is a directory, not a file")
-        with p.open("rb") as fh:
-            data = fh.read(MAX_HISTORY_BYTES + 1)
+        fh = p.open("rb")
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
-    if len(data) > MAX_HISTORY_BYTES:
-        raise UsageError(f"{where}: larger than {MAX_HISTORY_BYTES >> 20} MiB; not read")
-    return data
+    with fh:
+        st = os.fstat(fh.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > MAX_HISTORY_BYTES:
+            raise UsageError(f"{where}: larger than {MAX_HISTORY_BYTES >> 20} MiB; not read")
+        try:
+            yield fh
+        except OSError as exc:
+            raise UsageError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
 
 
 def to_tuples(changes: Any) -> list[Any]:
@@ -107,7 +117,8 @@ def import_cmd(
         for flag, value in (("--cloud", cloud), ("--instance-type", instance_type), ("--region", region)):
             if value is not None:
                 raise UsageError(f"{flag} goes with --format daily-price (an anycloud file names its offers)")
-        parsed = history.read_anycloud(read_file(file), where, lo, hi)
+        with open_file(file) as fh:
+            parsed = history.read_anycloud(fh, where, lo, hi)
     else:
         if cloud is None or region is None:
             raise UsageError("--format daily-price needs --cloud and --region (the file names neither)")
@@ -117,7 +128,8 @@ def import_cmd(
         for flag, value in (("--region", region), ("--instance-type", instance_type)):
             if value is not None and not history.is_ident(value):
                 raise UsageError(f"{flag} {names.show(value)} is not an identifier ([A-Za-z0-9._:/-], no '..')")
-        parsed = history.read_daily_price(read_file(file), where, clouds[0], region, instance_type, lo, hi)
+        with open_file(file) as fh:
+            parsed = history.read_daily_price(fh, where, clouds[0], region, instance_type, lo, hi)
     report = history.match_report(catalog_offers(), parsed.changes)
     from gpuprov.store.history import HistoryStore
 

@@ -273,6 +273,42 @@ def test_a_corrupt_stored_row_is_one_store_error_line(
             assert f"row {rid} is corrupt" in first and says in first, (args, err)
 
 
+@pytest.mark.parametrize(
+    ("junk", "says"),
+    [
+        ((b"x" * 100 + b"\n") * 80_000, "line 2: 1 fields, expected 11"),  # 8 MB of short junk lines
+        (b"y" * 8_000_000, "line 2: a line is over 65,536 characters"),  # one 8 MB line
+        (GOOD.encode() + b"gcp,\xff\n" + b"z" * 8_000_000, "not UTF-8"),
+    ],
+)
+def test_a_junk_file_is_refused_at_its_first_bad_line_without_reading_it_whole(
+    tmp_path: Path, junk: bytes, says: str
+) -> None:
+    import tracemalloc
+
+    path = tmp_path / "junk.csv"
+    path.write_bytes(HEADER.encode() + junk)
+    tracemalloc.start()
+    try:
+        with path.open("rb") as fh, pytest.raises(history.HistoryFormatError, match=says):
+            history.read_anycloud(fh, "junk.csv")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak  # a line's worth, not the file's 8 MB
+    code, out, err = cli("pricing", "history", "import", str(path), "--format", "anycloud")
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err, err
+
+
+def test_a_file_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.csv"
+    with path.open("wb") as fh:
+        fh.write(HEADER.encode())
+        fh.truncate(65 << 20)  # sparse: no 65 MiB written
+    code, _out, err = cli("pricing", "history", "import", str(path), "--format", "anycloud")
+    assert code == 2 and "larger than 64 MiB" in err, err
+
+
 def test_daily_price_needs_cloud_and_region(tmp_path: Path) -> None:
     code, _out, err = cli("pricing", "history", "import", str(P5), "--format", "daily-price")
     assert code == 2 and "--cloud and --region" in err
