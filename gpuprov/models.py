@@ -7,7 +7,7 @@ times are timezone-aware UTC. Nothing in this module performs I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -17,6 +17,10 @@ HOURS_PER_MONTH = Decimal(730)
 # policies alike (a policy may override them). AWS: the Spot Instance Advisor puts most GPU
 # types in its ">20% a month" bucket (≈ 0.2 / 730 h); GCP and Azure publish no rate and can
 # preempt at any time, so about one a month (1 / 730 h) is assumed.
+# the times a price history may hold (pricing.history, the history store, backtest flags):
+# anything outside is a typo or a unit error, and years near 1 or 9999 overflow datetime arithmetic
+HISTORY_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+HISTORY_LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 DEFAULT_INTERRUPTIONS_PER_HOUR = {"aws": Decimal("0.0003"), "gcp": Decimal("0.0014"), "azure": Decimal("0.0014")}
 # Hours of a workload's work lost per spot interruption (training restarts from a checkpoint).
 DEFAULT_LOST_HOURS = {"training": Decimal("1.0"), "inference": Decimal("0.05")}

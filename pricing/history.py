@@ -17,7 +17,8 @@ Two formats:
     counted; a price equal to the one before is no change and is not kept (bar the file's last
     row, which marks how far the file reaches). Times without a zone are UTC.
 
-A file is read whole and validated before anything is stored: an unknown or missing column,
+A file is validated whole before anything is stored, row by row as it is read (only the parsed
+changes are kept, and reading stops at the first bad line): an unknown or missing column,
 a time earlier than the one before it in the same cloud, a negative or absurd price, a bad
 identifier or a time outside the ``--from/--to`` asked for is one :class:`HistoryFormatError`
 (exit 2) naming the line.
@@ -35,19 +36,22 @@ whose history starts with ``new`` after it. Reserved markets have no history and
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
+import sys
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from typing import IO, Any
 
 from gpuprov.errors import UsageError
-from gpuprov.models import Cloud, Market, Offer
-from pricing.validate import MAX_PRICE, MIN_PRICE  # the bounds every price import keeps
+from gpuprov.models import HISTORY_EARLIEST, HISTORY_LATEST, Cloud, Market, Offer
+from pricing.validate import MAX_PRICE, MIN_PRICE
 
 ANYCLOUD_COLUMNS = (
     "cloud",
@@ -67,7 +71,9 @@ FORMATS = ("anycloud", "daily-price")
 SAME = "same price as the day before (no change)"
 MAX_BYTES = 64 * 1024 * 1024
 MAX_FIELD = 200
+MAX_LINE = 64 * 1024  # characters: a row of 11 fields of at most MAX_FIELD is far shorter
 IDENT = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
+EARLIEST, LATEST = HISTORY_EARLIEST, HISTORY_LATEST
 
 GCP_ACCELERATOR = "gcp-accelerator"  # key: (accelerator, count, zone)
 INSTANCE = "instance"  # key: (instance type, region, accelerator or "")
@@ -116,15 +122,30 @@ def _fail(where: str, line: int | None, message: str) -> HistoryFormatError:
     return HistoryFormatError(f"{where}{f', line {line}' if line else ''}: {message}; nothing was stored")
 
 
+def is_ident(text: str) -> bool:
+    """An offer-key identifier: ``[A-Za-z0-9._:/-]``, at most 200 characters, no ``..``."""
+    return bool(IDENT.fullmatch(text)) and ".." not in text
+
+
+def in_range(t: datetime) -> bool:
+    """Whether an aware time lies in the span a price history may cover (EARLIEST to LATEST)."""
+    return EARLIEST <= t < LATEST
+
+
+RANGE = f"{EARLIEST:%Y}-{LATEST:%Y}"
+
+
 def _time(text: str, where: str, line: int) -> datetime:
     try:
         t = datetime.fromisoformat(text.strip())
+        t = (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
     except ValueError:
         raise _fail(where, line, f"{_show(text)} is not an ISO 8601 time") from None
-    t = t if t.tzinfo else t.replace(tzinfo=UTC)
-    if not 2000 <= t.year <= 2100:  # checked before the conversion: 9999-12-31T23:59-05:00 is past datetime.max
-        raise _fail(where, line, f"{_show(text)} is outside 2000 to 2100")
-    return t.astimezone(UTC)
+    except OverflowError:
+        raise _fail(where, line, f"time {_show(text)} is outside {RANGE}") from None
+    if not in_range(t):
+        raise _fail(where, line, f"time {_show(text)} is outside {RANGE}")
+    return t
 
 
 def _show(text: str) -> str:
@@ -150,19 +171,46 @@ def _price(text: str, where: str, line: int, column: str) -> Decimal | None:
 
 
 def _ident(text: str, where: str, line: int, column: str) -> str:
-    if not IDENT.fullmatch(text):
-        raise _fail(where, line, f"{column} {_show(text)} is not an identifier ([A-Za-z0-9._:/-], ≤ 200)")
+    if not is_ident(text):
+        raise _fail(where, line, f"{column} {_show(text)} is not an identifier ([A-Za-z0-9._:/-], ≤ 200, no '..')")
     return text
 
 
-def _rows(data: bytes, where: str, columns: Sequence[str]) -> Iterable[tuple[int, list[str]]]:
-    if len(data) > MAX_BYTES:
-        raise _fail(where, None, f"the file is over {MAX_BYTES // (1024 * 1024)} MiB")
+def _lines(data: bytes | IO[bytes], where: str) -> Generator[str]:
+    """The file's lines as text, read as they are needed: at most MAX_LINE characters a line and
+    MAX_BYTES in all, so a bad file costs no more memory than a line."""
+    stream = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
+    total = line = 0
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise _fail(where, None, "the file is not UTF-8 text") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
+        while True:
+            try:
+                chunk = text.readline(MAX_LINE)
+            except UnicodeDecodeError:
+                raise _fail(where, None, "the file is not UTF-8 text") from None
+            if not chunk:
+                return
+            if not chunk.endswith(("\n", "\r")) and len(chunk) >= MAX_LINE:
+                raise _fail(where, line + 1, f"a line is over {MAX_LINE:,} characters")
+            total += len(chunk)
+            if total > MAX_BYTES:
+                raise _fail(where, None, f"the file is over {MAX_BYTES // (1024 * 1024)} MiB")
+            line += 1
+            yield chunk
+    finally:
+        with contextlib.suppress(ValueError):  # the caller's stream stays open (closed by the caller)
+            text.detach()
+
+
+def _rows(data: bytes | IO[bytes], where: str, columns: Sequence[str]) -> Generator[tuple[int, list[str]]]:
+    """The file's rows, validated one by one as they are read (nothing is read past a bad one)."""
+    if isinstance(data, bytes | bytearray) and len(data) > MAX_BYTES:
+        raise _fail(where, None, f"the file is over {MAX_BYTES // (1024 * 1024)} MiB")
+    with contextlib.closing(_lines(data, where)) as lines:
+        yield from _checked(csv.reader(lines), where, columns)
+
+
+def _checked(reader: Any, where: str, columns: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
     try:
         header = next(reader, None)
     except csv.Error:
@@ -201,11 +249,21 @@ def _window(t: datetime, start: datetime | None, end: datetime | None, where: st
         )
 
 
-def read_anycloud(data: bytes, where: str, start: datetime | None = None, end: datetime | None = None) -> HistoryFile:
+Rows = Iterator[tuple[int, list[str]]]
+
+
+def read_anycloud(
+    data: bytes | IO[bytes], where: str, start: datetime | None = None, end: datetime | None = None
+) -> HistoryFile:
+    with contextlib.closing(_rows(data, where, ANYCLOUD_COLUMNS)) as rows:  # closed while the stream is open
+        return _anycloud(rows, where, start, end)
+
+
+def _anycloud(rows: Rows, where: str, start: datetime | None, end: datetime | None) -> HistoryFile:
     out = HistoryFile(changes=[])
     last: dict[Cloud, tuple[datetime, int]] = {}
     first_at: dict[Cloud, datetime] = {}
-    for line, row in _rows(data, where, ANYCLOUD_COLUMNS):
+    for line, row in rows:
         out.rows += 1
         cloud_s, _commit, when, a, b, c, price_s, spot_s, prev_s, prev_spot_s, change = (v.strip() for v in row)
         try:
@@ -227,6 +285,7 @@ def read_anycloud(data: bytes, where: str, start: datetime | None = None, end: d
             raise _fail(where, line, f"change {_show(change)} is not new, changed or removed")
         for value, column in ((a, "key_a"), (b, "key_b"), (c, "key_c")):
             _ident(value, where, line, column)
+        a, b, c = sys.intern(a), sys.intern(b), sys.intern(c)  # one string per key, not one per row
         if cloud is Cloud.GCP:
             if not b.isdigit() or not 0 < int(b) <= 64:
                 raise _fail(where, line, f"key_b (GPU count) {_show(b)} is not a whole number of GPUs")
@@ -255,7 +314,7 @@ def read_anycloud(data: bytes, where: str, start: datetime | None = None, end: d
 
 
 def read_daily_price(
-    data: bytes,
+    data: bytes | IO[bytes],
     where: str,
     cloud: Cloud,
     region: str,
@@ -263,12 +322,25 @@ def read_daily_price(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> HistoryFile:
+    with contextlib.closing(_rows(data, where, DAILY_COLUMNS)) as rows:  # closed while the stream is open
+        return _daily_price(rows, where, cloud, region, instance_type, start, end)
+
+
+def _daily_price(
+    rows: Rows,
+    where: str,
+    cloud: Cloud,
+    region: str,
+    instance_type: str | None,
+    start: datetime | None,
+    end: datetime | None,
+) -> HistoryFile:
     out = HistoryFile(changes=[])
     skipped: dict[str, int] = defaultdict(int)
     last_time: tuple[datetime, int] | None = None
     last_price: dict[str, Decimal] = {}
     repeats: dict[str, tuple[PriceChange, int]] = {}
-    for line, row in _rows(data, where, DAILY_COLUMNS):
+    for line, row in rows:
         out.rows += 1
         when, itype, price_s = (v.strip() for v in row)
         _ident(itype, where, line, "instance")

@@ -16,6 +16,7 @@ from gpuprov.errors import MissingExtraError, UsageError
 
 CENT = Decimal("0.01")
 MAX_STEPS = 200_000
+SLACK = timedelta(hours=24)  # how far a backtest may reach before the first or past the last stored change
 
 
 def _usd(x: Decimal) -> str:
@@ -60,6 +61,8 @@ def to_json(r: Any) -> dict[str, Any]:
 
 def write_chart(r: Any, path: str, title: str) -> None:
     """The three cumulative costs, step by step (needs matplotlib)."""
+    import os
+    import tempfile
 
     try:
         import matplotlib
@@ -85,9 +88,16 @@ def write_chart(r: Any, path: str, title: str) -> None:
     ax.legend(loc="upper left", fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    from gpuprov.chart import save
-
-    save(fig, plt, path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
+        os.close(fd)
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the chart to {names.show(path, 80)}: {exc.strerror}") from None
+    finally:
+        plt.close(fig)
 
 
 def register(app: typer.Typer) -> None:
@@ -99,7 +109,7 @@ def register(app: typer.Typer) -> None:
         clouds: list[str] = typer.Option(None, "--clouds", help="allowed clouds (default: the policy's)"),
         region: list[str] = typer.Option(None, "--region", help="allowed region globs"),
         markets: list[str] = typer.Option(
-            None, "--markets", help="allowed markets (default on_demand,spot: history has no reserved prices)"
+            None, "--markets", help="on_demand, spot or both (the default; the history has no reserved prices)"
         ),
         node_gpus: int = typer.Option(None, "--node-gpus", help="GPUs per node; 8 or more makes a one-zone gang"),
         start: str = typer.Option(..., "--from", help="start (a date is midnight UTC)"),
@@ -116,7 +126,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay the stored price history: the rebalanced fleet against the day-one plan and hindsight."""
         fmt = common.parse_output(output, ("table", "json"))
-
         from gpuprov.commands.history import from_tuples, parse_when
         from gpuprov.commands.rebalance import parse_every
 
@@ -135,12 +144,14 @@ def register(app: typer.Typer) -> None:
         common.positive(gpus, "--gpus", 100_000)
         common.positive(node_gpus, "--node-gpus", 64)
         allowed_clouds = common.parse_clouds(clouds)
-        allowed_markets = common.parse_markets(markets or ["on_demand,spot"])
-        reserved = [m.value for m in allowed_markets or () if m.is_reserved]
+        from gpuprov.models import Market
+
+        allowed_markets = common.parse_markets(markets or ["on_demand,spot"]) or [Market.ON_DEMAND, Market.SPOT]
+        reserved = [m.value for m in allowed_markets if m not in (Market.ON_DEMAND, Market.SPOT)]
         if reserved:
             raise UsageError(
-                f"--markets {', '.join(reserved)}: price histories carry no reserved prices, so a backtest "
-                "cannot bill them; use on_demand and spot"
+                f"--markets: the price history carries no reserved prices ({', '.join(reserved)}); "
+                "a backtest plans on_demand and spot"
             )
         from gpuprov import planning
         from policies import constraints, loader
@@ -152,7 +163,7 @@ def register(app: typer.Typer) -> None:
                 gpu=gpu_type,
                 gpus=gpus,
                 node_gpus=node_gpus,
-                markets=None if allowed_markets is None else tuple(m.value for m in allowed_markets),
+                markets=tuple(m.value for m in allowed_markets),
                 clouds=None if allowed_clouds is None else tuple(c.value for c in allowed_clouds),
                 regions=None if not region else tuple(common.split(region)),
             ),
@@ -174,17 +185,14 @@ def register(app: typer.Typer) -> None:
                 f"no price history is stored for {', '.join(scope)}",
                 hint="gpuprov pricing history import FILE --format anycloud|daily-price",
             )
-        spans = "; ".join(f"{c.cloud} {c.first:%Y-%m-%d %H:%M} to {c.last:%Y-%m-%d %H:%M}" for c in cover)
-        if all(hi <= c.first or lo > c.last for c in cover):
-            raise UsageError(
-                f"--from/--to ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M}) is outside the history ({spans})"
-            )
+        # the range must lie within the stored span (a day's slack either side): past its end the
+        # prices are made up, and a walk of years would run for minutes
         first, last = min(c.first for c in cover), max(c.last for c in cover)
-        slack = timedelta(hours=24)
-        if lo < first - slack or hi > last + slack:
+        if lo < first - SLACK or hi > last + SLACK:
+            spans = "; ".join(f"{c.cloud} {c.first:%Y-%m-%d %H:%M} to {c.last:%Y-%m-%d %H:%M}" for c in cover)
             raise UsageError(
-                f"--from/--to ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M}) reaches more than a day past the "
-                f"stored history ({spans}): its prices there would be guesses"
+                f"--from/--to ({lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M}) is outside the history "
+                f"({first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC, give or take a day: {spans})"
             )
         catalog, snapshots = common.open_catalog()
         base = common.read_offers(catalog, gpu_names)

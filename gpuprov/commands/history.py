@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
+import os
+import stat
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import typer
 
@@ -21,8 +24,11 @@ MAX_HISTORY_BYTES = 64 << 20
 
 
 def parse_when(text: str, flag: str, end: bool = False) -> datetime:
-    """A date (2026-04-02: midnight UTC; as an end, the end of that day) or an ISO time (UTC when no zone)."""
+    """A date (2026-04-02: midnight UTC; as an end, the end of that day) or an ISO time (UTC when
+    no zone), within the span a price history may cover (2000 to 2100)."""
     from datetime import timedelta
+
+    from pricing import history
 
     try:
         when = datetime.fromisoformat(text.strip())
@@ -30,26 +36,37 @@ def parse_when(text: str, flag: str, end: bool = False) -> datetime:
         raise UsageError(f"{flag}: not a date or ISO 8601 time: {names.show(text)}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    if not 2000 <= when.year <= 2100:  # before any arithmetic: 9999-12-31 + 1 day is past datetime.max
-        raise UsageError(f"{flag}: {names.show(text)} is outside 2000 to 2100")
-    if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
-        when += timedelta(days=1)
-    return when.astimezone(UTC)
+    outside = UsageError(f"{flag}: {names.show(text)} is outside {history.RANGE}")
+    try:
+        when = when.astimezone(UTC)
+        if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
+            when += timedelta(days=1)
+    except OverflowError:  # years near 1 or 9999
+        raise outside from None
+    if not (history.in_range(when) or (end and when == history.LATEST)):
+        raise outside
+    return when
 
 
-def read_file(path: str) -> bytes:
+@contextlib.contextmanager
+def open_file(path: str) -> Iterator[IO[bytes]]:
+    """The history file, open for reading as a stream (a file over the size limit is refused unread)."""
     p = Path(path)
     where = names.show(path, 80)
     try:
         if p.is_dir():
             raise UsageError(f"{where}: is a directory, not a file")
-        with p.open("rb") as fh:
-            data = fh.read(MAX_HISTORY_BYTES + 1)
+        fh = p.open("rb")
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
-    if len(data) > MAX_HISTORY_BYTES:
-        raise UsageError(f"{where}: larger than {MAX_HISTORY_BYTES >> 20} MiB; not read")
-    return data
+    with fh:
+        st = os.fstat(fh.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > MAX_HISTORY_BYTES:
+            raise UsageError(f"{where}: larger than {MAX_HISTORY_BYTES >> 20} MiB; not read")
+        try:
+            yield fh
+        except OSError as exc:
+            raise UsageError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}") from None
 
 
 def to_tuples(changes: Any) -> list[Any]:
@@ -95,25 +112,24 @@ def import_cmd(
     hi = None if end is None else parse_when(end, "--to", end=True)
     if lo is not None and hi is not None and lo >= hi:
         raise UsageError("--from must be before --to")
-    if region is not None and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", region.strip()):
-        raise UsageError(f"--region {names.show(region)} is not a region name such as us-east-1")
-    if instance_type is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", instance_type):
-        raise UsageError(f"--instance-type {names.show(instance_type)} is not an instance type name")
     where = Path(file).name
     if fmt == "anycloud":
         for flag, value in (("--cloud", cloud), ("--instance-type", instance_type), ("--region", region)):
             if value is not None:
                 raise UsageError(f"{flag} goes with --format daily-price (an anycloud file names its offers)")
-        parsed = history.read_anycloud(read_file(file), where, lo, hi)
+        with open_file(file) as fh:
+            parsed = history.read_anycloud(fh, where, lo, hi)
     else:
         if cloud is None or region is None:
             raise UsageError("--format daily-price needs --cloud and --region (the file names neither)")
         clouds = common.parse_clouds([cloud])
         if clouds is None or len(clouds) != 1:
             raise UsageError("--cloud: name one cloud (aws, gcp or azure)")
-        if not history.IDENT.fullmatch(region) or (instance_type and not history.IDENT.fullmatch(instance_type)):
-            raise UsageError("--region and --instance-type must be identifiers ([A-Za-z0-9._:/-])")
-        parsed = history.read_daily_price(read_file(file), where, clouds[0], region, instance_type, lo, hi)
+        for flag, value in (("--region", region), ("--instance-type", instance_type)):
+            if value is not None and not history.is_ident(value):
+                raise UsageError(f"{flag} {names.show(value)} is not an identifier ([A-Za-z0-9._:/-], no '..')")
+        with open_file(file) as fh:
+            parsed = history.read_daily_price(fh, where, clouds[0], region, instance_type, lo, hi)
     report = history.match_report(catalog_offers(), parsed.changes)
     from gpuprov.store.history import HistoryStore
 
@@ -199,14 +215,38 @@ def list_cmd(output: str = typer.Option("table", "--output", "-o", help="table o
 
 
 @history_app.command("remove")
-def remove_cmd(source: str = typer.Option(..., "--source", help="a source as `pricing history list` shows it")) -> None:
-    """Forget the changes imported from one source (take back a bad import)."""
+def remove_cmd(
+    source: str = typer.Option(
+        ..., "--source", help="what `pricing history list` shows as source (anycloud:FILE), or the file name alone"
+    ),
+    output: str = typer.Option("table", "--output", "-o", help="table or json"),
+) -> None:
+    """Take out every change an import stored (one transaction), to undo a bad import.
+
+    A change that a later file also held was stored once, under the first file's name: removing
+    that file removes it; import the later file again to put it back."""
+    fmt = common.parse_output(output, ("table", "json"))
     from gpuprov.store.history import HistoryStore
 
-    gone = HistoryStore().remove(source)
-    if not gone:
-        raise UsageError(f"no stored changes from {names.show(source)}", hint="gpuprov pricing history list")
-    typer.echo(f"removed {gone:,} changes from {source[:200]}")
+    store = HistoryStore()
+    known = store.sources()
+    chosen = [s for s in known if source in (s, s.partition(":")[2])]
+    if not chosen:
+        raise UsageError(
+            f"no stored price history comes from {names.show(source, 80)}; nothing was removed",
+            hint=f"stored sources: {', '.join(known[:5]) + (' …' if len(known) > 5 else '') or 'none'}",
+        )
+    if len(chosen) > 1:
+        raise UsageError(
+            f"{names.show(source, 80)} names {len(chosen)} sources ({', '.join(chosen)}); nothing was removed",
+            hint="pass --source FORMAT:FILE",
+        )
+    removed = store.remove(chosen[0])
+    if fmt == "json":
+        json.dump({"source": chosen[0], "removed": removed}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    common.console().print(f"{chosen[0]}: removed {removed:,} price changes")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gpuprov.errors import StoreError, UsageError
 from gpuprov.store.database import Database, parse_time
 
 ChangeTuple = tuple[datetime, str, str, str, str, str, str, Decimal | None, str]
+KINDS = ("gcp-accelerator", "instance")  # pricing.history.GCP_ACCELERATOR, INSTANCE
+EVENTS = ("new", "price", "removed")
 COLUMNS = ("at", "cloud", "kind", "key_a", "key_b", "key_c", "market", "price", "event")
 
 
@@ -38,9 +40,25 @@ def _key(row: ChangeTuple) -> tuple[Any, ...]:
     return (at.astimezone(UTC).isoformat(), *rest[:6], None if price is None else str(price), rest[7])
 
 
+def _slot(row: ChangeTuple) -> tuple[Any, ...]:
+    """Where a row prices: (time, cloud, kind, key, market). One slot holds one price."""
+    return (row[0].astimezone(UTC).isoformat(), *row[1:7])
+
+
+class HistoryConflictError(UsageError):
+    """A file that would store a second, different price at a (time, key, market) already priced."""
+
+
+def _show_price(price: Decimal | None) -> str:
+    return "gone" if price is None else f"${price}"
+
+
 class HistoryStore(Database):
     def add(self, rows: Sequence[ChangeTuple], source: str) -> tuple[int, int]:
-        """Store the rows not already stored, all in one transaction; (stored, already there)."""
+        """Store the rows not already stored, all in one transaction; (stored, already there).
+
+        A row at the same (time, key, market) as a stored row, or an earlier row of the same
+        file, with another price is a :class:`HistoryConflictError` (exit 2): nothing is stored."""
         self.ensure_schema()
         from sqlalchemy import insert
 
@@ -49,22 +67,20 @@ class HistoryStore(Database):
         clouds = {r[1] for r in rows}
         stored = self.changes(clouds)
         have = {_key(r) for r in stored}
-        # one price per (time, offer key, market): a file that says otherwise than what is stored
-        # (or than itself) is refused whole
-        prices: dict[tuple[Any, ...], tuple[Decimal | None, str]] = {_key(r)[:7]: (r[7], "stored") for r in stored}
+        priced: dict[tuple[Any, ...], tuple[Decimal | None, str]] = {_slot(r): (r[7], "stored") for r in stored}
         new: list[dict[str, Any]] = []
         seen: set[tuple[Any, ...]] = set()
         for r in rows:
-            k = _key(r)
-            slot = k[:7]
-            if slot in prices and prices[slot][0] != r[7] and k not in have:
-                other, where = prices[slot]
-                raise UsageError(
-                    f"{source}: {r[1]} {'/'.join(r[3:6])} {r[6]} at {k[0]} is {r[7]} here but {other} "
-                    f"({'already stored' if where == 'stored' else 'earlier in the file'}); nothing was stored",
-                    hint="gpuprov pricing history remove --source SOURCE takes a bad import back",
+            slot = _slot(r)
+            before = priced.setdefault(slot, (r[7], f"this file ({source})"))
+            if before[0] != r[7]:
+                at, cloud, _kind, a, b, c, market = slot
+                raise HistoryConflictError(
+                    f"{source}: {cloud} {a}/{b}/{c} {market} at {at} is {_show_price(r[7])}, but {before[1]} "
+                    f"has {_show_price(before[0])} there; nothing was stored",
+                    hint="gpuprov pricing history remove --source SOURCE takes out a bad import",
                 )
-            prices.setdefault(slot, (r[7], "file"))
+            k = _key(r)
             if k in have or k in seen:
                 continue
             seen.add(k)
@@ -92,10 +108,25 @@ class HistoryStore(Database):
                 con.execute(insert(t), new)
         return len(new), len(rows) - len(new)
 
+    def remove(self, source: str) -> int:
+        """Delete every change imported from ``source``, in one transaction; how many."""
+        self.ensure_schema()
+        from sqlalchemy import delete
+
+        from gpuprov.store import tables
+
+        t = tables.PriceChangeRow.__table__  # type: ignore[attr-defined]
+        with self.guarded(f"could not remove the price history from {source}"), self.engine().begin() as con:
+            return int(con.execute(delete(t).where(t.c.source == source)).rowcount or 0)
+
+    def sources(self) -> list[str]:
+        self.ensure_schema()
+        return [str(r[0]) for r in self._rows("SELECT DISTINCT source FROM gpuprov_price_change ORDER BY source", {})]
+
     def changes(self, clouds: Collection[str] | None = None) -> list[ChangeTuple]:
         """Every stored change of these clouds (None: all), oldest first (import order within a time)."""
         self.ensure_schema()
-        sql = f"SELECT {', '.join(COLUMNS)} FROM gpuprov_price_change"
+        sql = f"SELECT id, {', '.join(COLUMNS)} FROM gpuprov_price_change"
         params: dict[str, Any] = {}
         if clouds is not None:
             if not clouds:
@@ -105,56 +136,59 @@ class HistoryStore(Database):
                 params[f"c{i}"] = c
                 names.append(f":c{i}")
             sql += f" WHERE cloud IN ({', '.join(names)})"
-        rows = self._rows(
-            f"SELECT id, {', '.join(COLUMNS)} FROM gpuprov_price_change"
-            + sql.split("FROM gpuprov_price_change", 1)[1]
-            + " ORDER BY at, id",
-            params,
-        )
-        out: list[ChangeTuple] = []
-        for rid, at, cloud, kind, a, b, c, market, price, event in rows:
-            try:
-                value = None if price is None else Decimal(price)
-                if value is not None and not value.is_finite():
-                    raise ValueError(price)
-                out.append((parse_time(at), cloud, kind, a, b, c, market, value, event))
-            except (ValueError, ArithmeticError, TypeError):
-                raise StoreError(
-                    f"stored price change {rid} is unreadable",
-                    hint="gpuprov pricing history remove --source SOURCE, then import the file again",
-                ) from None
+        rows = self._rows(sql + " ORDER BY at, id", params)
+        out = [self._read(row) for row in rows]
         out.sort(key=lambda r: r[0])  # SQLite compares the stored text; the parsed times decide
         return out
 
+    def _read(self, row: Sequence[Any]) -> ChangeTuple:
+        """One stored row as a change tuple; a row that is not one is a StoreError naming its id."""
+        from gpuprov.models import HISTORY_EARLIEST, HISTORY_LATEST, Cloud, Market
+
+        rid, at, cloud, kind, a, b, c, market, price, event = row
+
+        def bad(what: str) -> StoreError:
+            return StoreError(
+                f"price history row {rid} is corrupt: {what}",
+                hint="gpuprov pricing history remove --source SOURCE, then import that file again",
+            )
+
+        try:
+            when = parse_time(at).astimezone(UTC)
+        except (ValueError, TypeError, OverflowError):
+            when = None
+        if when is None or not HISTORY_EARLIEST <= when < HISTORY_LATEST:
+            raise bad(f"time {str(at)[:40]!r} is not a time from {HISTORY_EARLIEST:%Y} to {HISTORY_LATEST:%Y}")
+        if cloud not in {x.value for x in Cloud} or market not in (Market.ON_DEMAND.value, Market.SPOT.value):
+            raise bad(f"cloud/market {str(cloud)[:20]!r}/{str(market)[:20]!r} is not one the history holds")
+        if kind not in KINDS or event not in EVENTS or not all(isinstance(k, str) for k in (a, b, c)):
+            raise bad("its kind, key or event is not one the history holds")
+        value: Decimal | None = None
+        if price is not None:
+            try:
+                value = Decimal(str(price))
+            except InvalidOperation:
+                value = None
+            if value is None or not value.is_finite() or value <= 0:
+                raise bad(f"price {str(price)[:40]!r} is not a price")
+        return (when, cloud, kind, a, b, c, market, value, event)
+
     def coverage(self) -> list[Coverage]:
         self.ensure_schema()
-        rows = self._records(
-            "SELECT cloud, source, count(*) AS n_changes, "
-            "count(DISTINCT kind || '|' || key_a || '|' || key_b || '|' || key_c) AS n_keys, "
-            "min(at) AS first_at, max(at) AS last_at FROM gpuprov_price_change "
-            "GROUP BY cloud, source ORDER BY cloud, source",
+        rows = self._rows(
+            "SELECT cloud, source, count(*), count(DISTINCT kind || '|' || key_a || '|' || key_b || '|' || key_c), "
+            "min(at), max(at) FROM gpuprov_price_change GROUP BY cloud, source ORDER BY cloud, source",
             {},
         )
-        return [
-            Coverage(
-                cloud=r["cloud"],
-                source=r["source"],
-                changes=int(r["n_changes"]),
-                keys=int(r["n_keys"]),
-                first=parse_time(r["first_at"]),
-                last=parse_time(r["last_at"]),
-            )
-            for r in rows
-        ]
-
-    def remove(self, source: str) -> int:
-        """Forget every change imported from ``source`` (one transaction); how many were removed."""
-        self.ensure_schema()
-        from sqlalchemy import delete
-
-        from gpuprov.store import tables
-
-        t = tables.PriceChangeRow.__table__  # type: ignore[attr-defined]
-        with self.guarded(f"could not remove the price history from {source}"), self.engine().begin() as con:
-            gone = con.execute(delete(t).where(t.c.source == source)).rowcount
-        return int(gone or 0)
+        out = []
+        for r in rows:
+            try:
+                first, last = parse_time(r[4]).astimezone(UTC), parse_time(r[5]).astimezone(UTC)
+                out.append(Coverage(str(r[0]), str(r[1]), int(r[2]), int(r[3]), first, last))
+            except (ValueError, TypeError, OverflowError):
+                raise StoreError(
+                    f"price history of {str(r[0])[:20]!r} from {str(r[1])[:80]!r} holds a time that is not one "
+                    f"({str(r[4])[:40]!r} to {str(r[5])[:40]!r})",
+                    hint="gpuprov pricing history remove --source SOURCE, then import that file again",
+                ) from None
+        return out

@@ -199,6 +199,19 @@ def test_backtest_bad_input_is_one_line_exit_2() -> None:
     )
     r = runner.invoke(app, ["backtest", *P5_ARGS, "--from", "2020-01-01", "--to", "2020-02-01"])
     assert r.exit_code == 2 and "outside the history" in r.stderr
+    # the p5 history runs 2025-04-23 to 2026-08-22: a day's slack either side, no more
+    r = runner.invoke(app, ["backtest", *P5_ARGS, "--from", "2026-08-20", "--to", "2030-01-01"])
+    assert r.exit_code == 2 and "outside the history (2025-04-23" in r.stderr and "2026-08-22" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = runner.invoke(app, ["backtest", *P5_ARGS, "--from", "2025-04-21", "--to", "2025-04-25"])
+    assert r.exit_code == 2 and "outside the history" in r.stderr
+    r = runner.invoke(app, ["backtest", *P5_ARGS, "--from", "9999-01-01", "--to", "9999-12-31"])
+    assert r.exit_code == 2 and "--from: '9999-01-01' is outside 2000-2100" in r.stderr
+    for markets in ("reserved_1y", "on_demand,reserved-3y"):
+        args = [*P5_ARGS, "--from", "2025-06-03", "--to", "2025-06-04", "--markets", markets]
+        r = runner.invoke(app, ["backtest", *args])
+        assert r.exit_code == 2 and "no reserved prices" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
     r = runner.invoke(app, ["backtest", *P5_ARGS, "--from", "yesterday", "--to", "2025-06-07"])
     assert r.exit_code == 2 and "--from" in r.stderr
     r = runner.invoke(app, ["backtest", *P5_ARGS, "--from", "2025-06-03", "--to", "2025-06-07", "--every", "0h"])

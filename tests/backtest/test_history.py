@@ -111,11 +111,15 @@ GOOD = "gcp,c1,2026-04-02T10:00:00+00:00,T4,1,us-central1-a,0.35,0.15,,,new\n"
         (HEADER + GOOD + GOOD.replace("0.35", "-0.35"), [], "negative"),
         (HEADER + GOOD.replace("0.15", "nan"), [], "not a number"),
         (HEADER + GOOD.replace("us-central1-a", "us central"), [], "not an identifier"),
+        (HEADER + GOOD.replace("us-central1-a", "us-central1/../a"), [], "not an identifier"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "9999-12-31T23:59:59-05:00"), [], "outside 2000-2100"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "1969-12-31T23:59:59+00:00"), [], "outside 2000-2100"),
+        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "0001-01-01T00:00:00+01:00"), [], "outside 2000-2100"),
+        (HEADER + GOOD.replace("0.35", "0.00001"), [], "is not a price"),
+        (HEADER + GOOD.replace("0.15", "10000.01"), [], "is not a price"),
         (HEADER + GOOD, ["--from", "2026-04-03"], "outside --from/--to"),
         (HEADER + GOOD, ["--to", "2026-04-01"], "outside --from/--to"),
         (HEADER + GOOD.replace("0.35", "1e-999999999"), [], "is not a price"),
-        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "1969-04-02T10:00:00+00:00"), [], "outside 2000 to 2100"),
-        (HEADER + GOOD.replace("2026-04-02T10:00:00+00:00", "9999-12-31T23:59:59-05:00"), [], "outside 2000 to 2100"),
         (HEADER, [], "no price change"),
         ("", [], "empty"),
     ],
@@ -129,11 +133,180 @@ def test_a_bad_history_file_is_one_line_exit_2_and_stores_nothing(
     assert HistoryStore().changes() == []
 
 
+DAILY = "timestamp,instance,price_usd\n2026-04-02T00:00:00,p5.48xlarge,55.04\n"
+DAILY_ARGS = ["--format", "daily-price", "--cloud", "aws", "--region", "us-east-1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "says"),
+    [
+        (DAILY.replace("2026-04-02T00:00:00", "9999-12-31T23:59:59-05:00"), DAILY_ARGS, "outside 2000-2100"),
+        (DAILY.replace("2026-04-02T00:00:00", "1999-12-31T23:59:59"), DAILY_ARGS, "outside 2000-2100"),
+        (DAILY.replace("55.04", "1e-9999999"), DAILY_ARGS, "is not a price"),
+        (DAILY, [*DAILY_ARGS[:-1], "../x"], "--region '../x' is not an identifier"),
+        (DAILY, [*DAILY_ARGS, "--instance-type", "p5..x"], "--instance-type 'p5..x' is not an identifier"),
+        (DAILY, [*DAILY_ARGS, "--from", "9999-01-01"], "--from: '9999-01-01' is outside 2000-2100"),
+        (DAILY, [*DAILY_ARGS, "--to", "9999-12-31T23:59:59-05:00"], "--to: '9999-12-31T23:59:59-05:00' is outside"),
+        (DAILY, [*DAILY_ARGS, "--to", "0001-01-01T00:00:00+01:00"], "--to: '0001-01-01T00:00:00+01:00' is outside"),
+    ],
+)
+def test_a_bad_daily_price_file_or_flag_is_one_line_exit_2(
+    tmp_path: Path, text: str, args: list[str], says: str
+) -> None:
+    code, out, err = cli("pricing", "history", "import", _write(tmp_path, text), *args)
+    assert code == 2 and says in err, (code, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+    assert HistoryStore().changes() == []
+
+
+def test_the_bounds_are_the_pricing_import_bounds(tmp_path: Path) -> None:
+    from pricing import validate
+
+    assert history.MAX_PRICE is validate.MAX_PRICE and history.MIN_PRICE is validate.MIN_PRICE
+    edge = DAILY.replace("55.04", str(validate.MIN_PRICE)) + "2026-04-03T00:00:00,p5.48xlarge,10000\n"
+    code, _out, err = cli("pricing", "history", "import", _write(tmp_path, edge), *DAILY_ARGS)
+    assert code == 0, err
+
+
 def test_a_bad_row_late_in_a_good_file_stores_none_of_it(tmp_path: Path) -> None:
     text = ANYCLOUD.read_text().rstrip("\n") + "\nazure,x,2026-05-20T00:00:00+00:00,Standard_X,T4,eastus,-1,,,,new\n"
     code, _out, err = cli("pricing", "history", "import", _write(tmp_path, text), "--format", "anycloud")
     assert code == 2 and "line 8291" in err and "negative" in err
     assert HistoryStore().changes() == []
+
+
+def test_a_file_pricing_a_stored_time_and_key_differently_is_refused_whole(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text(HEADER + GOOD)
+    later = GOOD.replace("04-02T10", "04-03T10")
+    two.write_text(HEADER + GOOD.replace("0.15", "0.16") + later)  # another spot price at GOOD's time
+    assert cli("pricing", "history", "import", str(one), "--format", "anycloud")[0] == 0
+    code, out, err = cli("pricing", "history", "import", str(two), "--format", "anycloud")
+    assert code == 2 and len(err.strip().splitlines()) == 2 and "Traceback" not in err + out, err
+    assert "gcp T4/1/us-central1-a spot at 2026-04-02T10:00:00+00:00 is $0.16" in err
+    assert "stored has $0.15" in err and "nothing was stored" in err
+    assert len(HistoryStore().changes()) == 2  # the first file's two markets only
+    # the same price again is no conflict: stored once
+    two.write_text(HEADER + GOOD + later)
+    code, out, err = cli("pricing", "history", "import", str(two), "--format", "anycloud", "-o", "json")
+    assert code == 0 and json.loads(out)["already_stored"] == 2, err
+
+
+def test_a_file_pricing_one_time_and_key_twice_is_refused(tmp_path: Path) -> None:
+    code, _out, err = cli(
+        "pricing",
+        "history",
+        "import",
+        _write(tmp_path, HEADER + GOOD + GOOD.replace("0.35", "0.36")),
+        "--format",
+        "anycloud",
+    )
+    assert code == 2 and "is $0.36, but this file (anycloud:h.csv) has $0.35" in err, err
+    assert HistoryStore().changes() == []
+
+
+def test_remove_takes_out_one_import(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text(HEADER + GOOD)
+    two.write_text(HEADER + GOOD.replace("04-02T10", "04-03T10").replace("0.15", "0.17"))
+    for f in (one, two):
+        assert cli("pricing", "history", "import", str(f), "--format", "anycloud")[0] == 0
+    code, out, err = cli("pricing", "history", "remove", "--source", "two.csv", "-o", "json")
+    assert code == 0 and json.loads(out) == {"source": "anycloud:two.csv", "removed": 2}, err
+    assert {r[7] for r in HistoryStore().changes()} == {Decimal("0.35"), Decimal("0.15")}
+    code, out, err = cli("pricing", "history", "remove", "--source", "anycloud:two.csv")
+    assert code == 2 and "nothing was removed" in err and "anycloud:one.csv" in err and "Traceback" not in err
+    assert len(HistoryStore().changes()) == 2
+    assert cli("pricing", "history", "remove", "--source", "anycloud:one.csv")[0] == 0
+    assert HistoryStore().changes() == []
+
+
+def test_the_store_knows_the_kinds_the_reader_writes() -> None:
+    from gpuprov.store import history as store_history
+
+    assert set(store_history.KINDS) == {history.GCP_ACCELERATOR, history.INSTANCE}
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "says"),
+    [
+        ("price", "abc", "price 'abc' is not a price"),
+        ("price", "NaN", "price 'NaN' is not a price"),
+        ("price", "-1", "price '-1' is not a price"),
+        ("at", "yesterday", "time 'yesterday' is not a time"),
+        ("at", "9999-12-31T23:59:59-05:00", "is not a time"),
+        ("cloud", "ibm", "cloud/market 'ibm'/'spot'"),
+        ("market", "reserved_1y", "cloud/market 'gcp'/'reserved_1y'"),
+        ("event", "boom", "kind, key or event"),
+    ],
+)
+def test_a_corrupt_stored_row_is_one_store_error_line(
+    tmp_path: Path, _isolated_db: str, column: str, value: str, says: str
+) -> None:
+    assert cli("pricing", "history", "import", _write(tmp_path, HEADER + GOOD), "--format", "anycloud")[0] == 0
+    with sqlite3.connect(_isolated_db.removeprefix("sqlite:///")) as con:
+        rid = con.execute("SELECT max(id) FROM gpuprov_price_change WHERE market = 'spot'").fetchone()[0]
+        con.execute(f"UPDATE gpuprov_price_change SET {column} = ? WHERE id = ?", (value, rid))
+    commands = [["pricing", "history", "list"]]
+    if column != "cloud":  # a backtest of gcp reads gcp rows only
+        commands.append(
+            [
+                "backtest",
+                "--gpus",
+                "1",
+                "--type",
+                "t4",
+                "--clouds",
+                "gcp",
+                "--from",
+                "2026-04-02",
+                "--to",
+                "2026-04-03T00:00",
+            ]
+        )
+    for args in commands:
+        code, out, err = cli(*args)
+        assert code == 5 and "Traceback" not in out + err, (args, code, err)
+        first = err.strip().splitlines()[0]
+        assert first.startswith("error:") and ("corrupt" in first or "not one" in first), (args, err)
+        if column != "at":  # a bad time can show first in the coverage, which names the source
+            assert f"row {rid} is corrupt" in first and says in first, (args, err)
+
+
+@pytest.mark.parametrize(
+    ("junk", "says"),
+    [
+        ((b"x" * 100 + b"\n") * 80_000, "line 2: 1 fields, expected 11"),  # 8 MB of short junk lines
+        (b"y" * 8_000_000, "line 2: a line is over 65,536 characters"),  # one 8 MB line
+        (GOOD.encode() + b"gcp,\xff\n" + b"z" * 8_000_000, "not UTF-8"),
+    ],
+)
+def test_a_junk_file_is_refused_at_its_first_bad_line_without_reading_it_whole(
+    tmp_path: Path, junk: bytes, says: str
+) -> None:
+    import tracemalloc
+
+    path = tmp_path / "junk.csv"
+    path.write_bytes(HEADER.encode() + junk)
+    tracemalloc.start()
+    try:
+        with path.open("rb") as fh, pytest.raises(history.HistoryFormatError, match=says):
+            history.read_anycloud(fh, "junk.csv")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak  # a line's worth, not the file's 8 MB
+    code, out, err = cli("pricing", "history", "import", str(path), "--format", "anycloud")
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err, err
+
+
+def test_a_file_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.csv"
+    with path.open("wb") as fh:
+        fh.write(HEADER.encode())
+        fh.truncate(65 << 20)  # sparse: no 65 MiB written
+    code, _out, err = cli("pricing", "history", "import", str(path), "--format", "anycloud")
+    assert code == 2 and "larger than 64 MiB" in err, err
 
 
 def test_daily_price_needs_cloud_and_region(tmp_path: Path) -> None:
@@ -233,56 +406,3 @@ def test_gcp_accelerator_names_follow_the_machine_type() -> None:
     assert history.offer_match(mega) == ("gcp", history.GCP_ACCELERATOR, "H100-MEGA", "8", "us-east4-a")
     assert history.offer_match(high) == ("gcp", history.GCP_ACCELERATOR, "H100", "8", "us-east4-a")
     assert history.offer_match(a2) == ("gcp", history.GCP_ACCELERATOR, "A100", "1", "us-east4-a")
-
-
-def test_a_file_that_contradicts_the_stored_history_is_refused_and_an_import_can_be_removed(tmp_path: Path) -> None:
-    first = _write(tmp_path, HEADER + GOOD)
-    assert cli("pricing", "history", "import", first, "--format", "anycloud")[0] == 0
-    other = tmp_path / "other.csv"
-    other.write_text(HEADER + GOOD.replace("0.35", "0.5"))
-    code, _out, err = cli("pricing", "history", "import", str(other), "--format", "anycloud")
-    assert code == 2 and "already stored" in err and "Traceback" not in err
-    assert [c[7] for c in HistoryStore().changes() if c[6] == "on_demand"] == [Decimal("0.35")]
-    (source,) = {c.source for c in HistoryStore().coverage()}
-    code, out, err = cli("pricing", "history", "remove", "--source", source)
-    assert code == 0 and "removed 2 changes" in out, err  # on demand and spot
-    assert HistoryStore().changes() == []
-    assert cli("pricing", "history", "remove", "--source", source)[0] == 2
-
-
-def test_a_damaged_stored_change_is_one_line(_isolated_db: str, tmp_path: Path) -> None:
-    assert cli("pricing", "history", "import", _write(tmp_path, HEADER + GOOD), "--format", "anycloud")[0] == 0
-    con = sqlite3.connect(_isolated_db.removeprefix("sqlite:///"))
-    con.execute("UPDATE gpuprov_price_change SET price = 'abc'")
-    con.commit()
-    con.close()
-    code, _out, err = cli(
-        "backtest",
-        "--policy",
-        "constant",
-        "--gpus",
-        "8",
-        "--type",
-        "t4",
-        "--clouds",
-        "gcp",
-        "--from",
-        "2026-04-02T10:00",
-        "--to",
-        "2026-04-02T12:00",
-    )
-    assert code == 5 and "unreadable" in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize(
-    ("args", "says"),
-    [
-        (["--from", "2026-04-02T10:00", "--to", "2030-01-01"], "more than a day past the stored history"),
-        (["--from", "2026-04-02T10:00", "--to", "2026-04-02T12:00", "--markets", "reserved_1y"], "no reserved"),
-        (["--from", "9999-01-01", "--to", "9999-12-31"], "outside 2000 to 2100"),
-    ],
-)
-def test_backtest_ranges_and_markets_it_cannot_price_are_refused(tmp_path: Path, args: list[str], says: str) -> None:
-    assert cli("pricing", "history", "import", _write(tmp_path, HEADER + GOOD), "--format", "anycloud")[0] == 0
-    code, _out, err = cli("backtest", "--policy", "constant", "--gpus", "8", "--type", "t4", "--clouds", "gcp", *args)
-    assert code == 2 and says in err and "Traceback" not in err, err

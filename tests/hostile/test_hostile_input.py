@@ -27,6 +27,15 @@ VMS = (
 )
 AS = ("--format", "skypilot", "--as-of", "2026-01-01T00:00:00+00:00")
 
+# one good anycloud history row and one good daily-price row, and their options
+WHEN = "2026-04-02T10:00:00+00:00"
+HIST = (
+    "cloud,commit,commit_date,key_a,key_b,key_c,price,spot_price,prev_price,prev_spot_price,change\n"
+    f"gcp,c1,{WHEN},T4,1,us-central1-a,0.35,0.15,,,new\n"
+)
+DAILY = "timestamp,instance,price_usd\n2026-04-02T00:00:00,p5.48xlarge,55.04\n"
+DAILY_ARGS = ("--format", "daily-price", "--cloud", "aws", "--region", "us-east-1")
+
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(8)
 )
@@ -250,6 +259,76 @@ CASES: list[Case] = [
     ("import-nothing-valid", lambda t: ["pricing", "import", write(t, "v.csv", VMS.replace(b"1.006", b"0")), *AS], {}),
     ("export-to-directory", lambda t: ["pricing", "export", "--format", "gpuprov", "--out", str(t)], {}),
     ("export-bad-format", lambda t: ["pricing", "export", "--format", "xml", "--out", str(t / "x")], {}),
+    # -- price history and backtest
+    (
+        "history-year-9999",
+        lambda t: [
+            "pricing",
+            "history",
+            "import",
+            write(t, "h.csv", HIST.replace(WHEN, "9999-12-31T23:59:59-05:00")),
+            "--format",
+            "anycloud",
+        ],
+        {},
+    ),
+    (
+        "history-daily-year-9999",
+        lambda t: [
+            "pricing",
+            "history",
+            "import",
+            write(t, "d.csv", DAILY.replace("2026-04-02", "9999-12-31")),
+            *DAILY_ARGS,
+        ],
+        {},
+    ),
+    (
+        "history-price-tiny",
+        lambda t: [
+            "pricing",
+            "history",
+            "import",
+            write(t, "h.csv", HIST.replace("0.35", "1e-999999999")),
+            "--format",
+            "anycloud",
+        ],
+        {},
+    ),
+    (
+        "history-daily-price-tiny",
+        lambda t: [
+            "pricing",
+            "history",
+            "import",
+            write(t, "d.csv", DAILY.replace("55.04", "1e-9999999")),
+            *DAILY_ARGS,
+        ],
+        {},
+    ),
+    (
+        "history-year-1969",
+        lambda t: [
+            "pricing",
+            "history",
+            "import",
+            write(t, "h.csv", HIST.replace(WHEN, "1969-07-20T20:17:00+00:00")),
+            "--format",
+            "anycloud",
+        ],
+        {},
+    ),
+    (
+        "history-region-dotdot",
+        lambda t: ["pricing", "history", "import", write(t, "d.csv", DAILY), *DAILY_ARGS[:-1], "../x"],
+        {},
+    ),
+    ("history-remove-unknown", lambda t: ["pricing", "history", "remove", "--source", "anycloud:nope.csv"], {}),
+    (
+        "backtest-year-9999",
+        lambda t: ["backtest", "--gpus", "8", "--type", "a100", "--from", "9999-01-01", "--to", "9999-12-31"],
+        {},
+    ),
     # -- rebalance
     ("emit-image-newline", lambda t: ["rebalance", "--emit", "cronjob", "--image", "img\nnamespace: kube-system"], {}),
     ("emit-plan-injection", lambda t: ["rebalance", "--emit", "systemd", "--plan", "x\nExecStartPre=/bin/sh"], {}),
@@ -329,7 +408,7 @@ def test_hostile_input_gets_one_line_and_a_non_zero_exit(
     if db.exists():
         con = sqlite3.connect(db)
         try:
-            for table in ("gpuprov_plan", "gpuprov_journal", "gpuprov_instance"):
+            for table in ("gpuprov_plan", "gpuprov_journal", "gpuprov_instance", "gpuprov_price_change"):
                 try:
                     assert con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0, (name, table)
                 except sqlite3.OperationalError:
