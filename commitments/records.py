@@ -166,7 +166,7 @@ def _text(value: Any, key: str, pattern: re.Pattern[str] = IDENT) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _Bad(f"{key} must be text")
     text = str(value).strip()
-    if not pattern.match(text):
+    if not pattern.fullmatch(text):
         raise _Bad(f"{key} {text[:40]!r} must be 1-128 of letters, digits and ._:/-")
     return text
 
@@ -339,7 +339,7 @@ def parse(
         if not isinstance(raw, Mapping):
             raise UsageError(f"{name}: a commitment is a mapping of fields")
         rid = raw.get("id")
-        if isinstance(rid, str) and IDENT.match(rid):
+        if isinstance(rid, str) and IDENT.fullmatch(rid):
             name += f" ({rid})"
         try:
             c = record(raw)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from commitments.records import Commitment, Kind
+from commitments.records import IDENT, Commitment, Kind
 from gpuprov.errors import StoreError, UsageError
 from gpuprov.names import show
 from gpuprov.store.database import Database, first_line, parse_time
@@ -74,13 +74,15 @@ class CommitmentStore(Database):
             except (ValueError, ArithmeticError, TypeError):
                 raise StoreError(
                     f"stored commitment {show(str(cid))} is unreadable",
-                    hint=f"gpuprov commitments remove {str(cid)[:64]}, then import it again",
+                    hint=f"gpuprov commitments remove {show(str(cid))}, then import it again",
                 ) from None
         return out
 
     @staticmethod
     def _record(r: Sequence[Any]) -> Commitment:
         (cid, cloud, kind, itype, family, region, zone, count, usd_h, hourly, term, discount, s, e, src) = r
+        if not isinstance(cid, str) or not IDENT.fullmatch(cid):
+            raise ValueError("not an id")  # ids reach warnings and tables: only what an import admits
         money = [Decimal(v) for v in (usd_h, hourly, discount) if v is not None]
         if any(not m.is_finite() for m in money):
             raise ValueError("not a finite amount")

@@ -139,9 +139,23 @@ def test_four_held_p4d_reservations_are_used_and_only_what_lies_beyond_them_is_b
     assert held.horizon_usd == Decimal("13.921094") * 4 and held.unused_horizon_usd == 0
     recommended = doc.commitments.recommended
     assert sum(r.count or 0 for r in recommended) == bought_before - 4
-    for r in recommended:
+    from gpuprov.commands import common
+
+    catalog, _ = common.open_catalog()
+    a100 = catalog.offers(["A100-40GB"])
+    for r, resv in zip(recommended, doc.reservations, strict=True):
         assert r.term_hours == 8760 and r.total_usd == (r.hourly_usd * r.term_hours).quantize(Decimal("0.01"))
-        assert r.break_even_utilization is not None and 0 < r.break_even_utilization < 1
+        # independently: the reserved rate over the on-demand price of that type in that zone
+        od = min(
+            o.hourly_usd
+            for o in a100
+            if o.market.value == "on_demand" and o.instance_type == resv.instance_type and o.zone == resv.zone
+        )
+        assert r.break_even_utilization == (resv.unit_hourly_usd / od).quantize(Decimal("0.0001"))
+        assert 0 < r.break_even_utilization < 1
+        # fully used for the 1 h horizon, it saves the on-demand price less its own
+        assert r.utilization == 1
+        assert r.horizon_saving_usd == ((od - resv.unit_hourly_usd) * resv.instances).quantize(Decimal("0.01"))
     # the running on-demand instances of the held type in us-east-1 are the ones covered
     covered = sum(
         a.instances
@@ -232,3 +246,15 @@ def test_a_held_savings_plan_without_rates_is_paid_and_said(tmp_path: Path) -> N
     assert doc.costs.total_cost_usd == before + 25  # paid whatever the plan does, covering nothing
     assert any("sp-1" in w and "no rates known" in w for w in doc.warnings)
     assert "savings plan sp-1: no rates known" in err
+
+
+def test_a_stored_id_that_no_import_would_admit_is_not_printed(tmp_path: Path, _isolated_db: str) -> None:
+    import sqlite3
+
+    assert run("commitments", "import", write(tmp_path, f"commitments: [{RI}]\n"))[0] == 0
+    con = sqlite3.connect(_isolated_db.removeprefix("sqlite:///"))
+    con.execute("UPDATE gpuprov_commitment SET id = ?", ("ri-1\nwarning: all clear",))
+    con.commit()
+    con.close()
+    code, _out, err = run("commitments", "list")
+    assert code == 5 and "unreadable" in err and "\nwarning: all clear" not in err
