@@ -203,6 +203,9 @@ class PlanRequest:
     # False: build the model on the whole offer set, one set of variables per slot (no dominance,
     # no pruning, no shared slots): for checking that the reductions are exact.
     exact_reductions: bool = True
+    # "auto": a long horizon of distinct profiles is solved by parts (decompose.py) when its shape
+    # allows, else the whole model at once; "monolithic" or "decompose" force one.
+    method: str = "auto"
 
     @property
     def slots(self) -> int:

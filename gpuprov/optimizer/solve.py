@@ -13,13 +13,13 @@ import os
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from gpuprov.errors import InfeasibleError, SolverError
-from gpuprov.models import Allocation, Market, Offer, Plan, Reservation, SolveStatus
+from gpuprov.models import Allocation, Market, Offer, Plan, Reservation, SolveStatus, Workload
 from gpuprov.optimizer import explain
 from gpuprov.optimizer.problem import (
     PlanRequest,
@@ -67,11 +67,15 @@ class Model:
     # coverage by commitments: v[(h, i, p)] with h indexing held + options (held first)
     v: dict[tuple[int, int, int], Any] = field(default_factory=dict)
     levels: list[Any] = field(default_factory=list)  # L_s of each Savings Plan option
+    rows: dict[tuple[str, str, int], Any] = field(default_factory=dict)  # ("cover"|"spot", workload, profile)
+    used: dict[tuple[str, int, str], Any] = field(default_factory=dict)  # u[w,k,t] by (workload, profile, place)
 
-    def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> None:
+    def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> Any:
         import pulp
 
-        self.prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+        row = pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs)
+        self.prob.addConstraint(row)
+        return row
 
 
 def _pulp() -> Any:
@@ -91,8 +95,25 @@ def _pulp() -> Any:
     return pulp
 
 
-def build(request: PlanRequest, offers: list[Offer]) -> Model:
+Allow = Callable[[Offer, Workload], bool]
+
+
+def build(
+    request: PlanRequest,
+    offers: list[Offer],
+    allow: Allow | None = None,
+    smallest: Mapping[str, int] | None = None,
+    spread_counts: bool = True,
+) -> Model:
+    """The model of problem.py on these offers. ``allow`` narrows which offers a workload may use
+    (the decomposition fixes a gang's site and the locations in play); ``smallest`` fixes the
+    instance size the spread caps round to (that of the whole offer set, so that a narrowed model
+    keeps the caps of the whole one); ``spread_counts`` False leaves out the rows that count the
+    locations a spread workload uses (its LP relaxation is then a relaxation of the model's)."""
     pulp = _pulp()
+
+    def usable(o: Offer, w: Workload) -> bool:
+        return eligible(o, w) and (allow is None or allow(o, w))
 
     W = request.workloads
     widx = {w.name: i for i, w in enumerate(W)}
@@ -108,16 +129,16 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
 
     for i, o in enumerate(m.flex):
         for w in W:
-            if eligible(o, w):
+            if usable(o, w):
                 ub = big_m(request.demand[w.name], o.gpus_per_instance)
                 for p, prof in enumerate(P):
                     if prof.demand[widx[w.name]] > 0:
                         m.x[i, w.name, p] = m.prob.add_variable(f"x_{i}_{w.name}_{p}", 0, ub, integer)
     for j, o in enumerate(m.resv):
-        ub = sum(big_m(request.demand[w.name], o.gpus_per_instance) for w in W if eligible(o, w))
+        ub = sum(big_m(request.demand[w.name], o.gpus_per_instance) for w in W if usable(o, w))
         m.y[j] = m.prob.add_variable(f"y_{j}", 0, ub, integer)
         for w in W:
-            if eligible(o, w):
+            if usable(o, w):
                 whole = whole_instances(w)
                 for p, prof in enumerate(P):
                     if prof.demand[widx[w.name]] > 0:
@@ -158,14 +179,17 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
             d = prof.demand[widx[w.name]]
             if d <= 0:
                 continue
-            m.add(cover[w.name, p], ge, d, f"cover_{w.name}_{p}")
+            m.rows["cover", w.name, p] = m.add(cover[w.name, p], ge, d, f"cover_{w.name}_{p}")
             if spot[w.name, p]:
                 # GPUs are whole: ⌊s·D⌋ is the same constraint, and an integral right-hand side
                 # keeps CBC 2.10's preprocessing from a wrong fixing it makes on fractional ones
-                m.add(spot[w.name, p], le, math.floor(w.max_spot_fraction * d), f"spot_{w.name}_{p}")
+                m.rows["spot", w.name, p] = m.add(
+                    spot[w.name, p], le, math.floor(w.max_spot_fraction * d), f"spot_{w.name}_{p}"
+                )
             if w.spread_zones >= 2:
-                smallest = min((o.gpus_per_instance for o in offers if eligible(o, w)), default=1)
-                _spread(m, w.name, p, d, spread_cap(d, w, smallest), w.spread_zones, at_place, count_at_place)
+                node = (smallest or {}).get(w.name) or smallest_instance(offers, w)
+                cap = spread_cap(d, w, node)
+                _spread(m, w.name, p, d, cap, w.spread_zones, at_place, count_at_place, spread_counts)
 
     for w in W:
         if w.gang:
@@ -186,6 +210,11 @@ def build(request: PlanRequest, offers: list[Offer]) -> Model:
             m.y[j].lowBound, m.y[j].upBound = held, held
     m.prob.setObjective(pulp.LpAffineExpression(objective))
     return m
+
+
+def smallest_instance(offers: Sequence[Offer], w: Workload) -> int:
+    """The smallest instance w may use: a spread cap's unit when w has no node size."""
+    return min((o.gpus_per_instance for o in offers if eligible(o, w)), default=1)
 
 
 def _commitments(m: Model, request: PlanRequest) -> Terms:
@@ -264,17 +293,19 @@ def _spread(
     k: int,
     at_place: dict[tuple[str, int, str], Terms],
     count_at_place: dict[tuple[str, int, str], Terms],
+    counts: bool = True,
 ) -> None:
     import pulp
 
     places = sorted(pl for (w2, p2, pl) in at_place if (w2, p2) == (wn, p))
     for n, place in enumerate(places):
         m.add(at_place[wn, p, place], pulp.LpConstraintLE, cap, f"spread_{wn}_{p}_{n}")
-    if cap * (k - 1) < demand:
+    if not counts or cap * (k - 1) < demand:
         return  # the caps alone force k locations
     used = []
     for n, place in enumerate(places):
         u = m.prob.add_variable(f"u_{wn}_{p}_{n}", 0, 1, pulp.LpInteger)
+        m.used[wn, p, place] = u
         used.append((u, 1))
         m.add([*count_at_place[wn, p, place], (u, -1)], pulp.LpConstraintGE, 0, f"used_{wn}_{p}_{n}")
     m.add(used, pulp.LpConstraintGE, k, f"spreadk_{wn}_{p}")
@@ -360,11 +391,18 @@ def solve(request: PlanRequest) -> Plan:
     prepared = prepare(request)
     offers = prepared.offers
     explain.raise_if_obviously_infeasible(request, offers)
-    model = build(request, offers)
-    status, bound = _run(model.prob, request)
+    from gpuprov.optimizer import decompose
+
+    parts = decompose.solve(request, prepared) if decompose.applicable(request, offers) else None
+    if parts is not None:
+        model, status, bound, notes = parts.model, parts.status, parts.bound, (*prepared.notes, parts.note)
+    else:
+        model = build(request, offers)
+        status, bound = _run(model.prob, request)
+        notes = prepared.notes
     if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         raise explain.infeasible(request, offers, status)
-    plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound, prepared.notes)
+    plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound, notes)
     return _with(plan, binding=explain.binding(request, plan, model.gang))
 
 
@@ -486,8 +524,9 @@ def _with(plan: Plan, **changes: Any) -> Plan:
     return replace(plan, **changes)
 
 
-def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
-    """Solve; return "Optimal", "Feasible" or the solver's status, and a proven lower bound."""
+def _run(prob: Any, request: PlanRequest, warm: bool = False) -> tuple[str, float]:
+    """Solve; return "Optimal", "Feasible" or the solver's status, and a proven lower bound.
+    ``warm``: start CBC from the variables' current values (a known whole solution)."""
     import pulp
 
     if request.solver == "highs":
@@ -499,7 +538,13 @@ def _run(prob: Any, request: PlanRequest) -> tuple[str, float]:
     with tempfile.TemporaryDirectory(prefix="gpuprov-cbc-") as tmp:
         log = os.path.join(tmp, "cbc.log")
         solver = pulp.PULP_CBC_CMD(
-            msg=False, gapRel=request.gap, timeLimit=request.time_limit_s, threads=1, logPath=log, keepFiles=False
+            msg=False,
+            gapRel=request.gap,
+            timeLimit=request.time_limit_s,
+            threads=1,
+            logPath=log,
+            keepFiles=False,
+            warmStart=warm,
         )
         try:
             prob.solve(solver)
