@@ -254,14 +254,24 @@ def test_a_week_that_never_repeats_is_solved_by_parts_within_the_gap() -> None:
     assert parts.objective_usd >= whole.lower_bound_usd - D("0.001"), "the plan beats a proven bound"
 
 
-def test_small_requests_are_solved_whole() -> None:
+def test_small_requests_are_also_solved_whole_when_the_parts_prove_too_little() -> None:
+    """A request of few profiles: the parts first; the whole model too when they do not prove the
+    gap; the plan is the better of the two and the bound the better of the two."""
     req = PlanRequest(
         gpu="A100",
         workloads=workloads(2, True),
         demand={"training": (8, 16), "inference": (3, 5)},
         offers=many_places(),
         interruptions_per_hour=RATE,
+        gap=0.0,
     )
-    assert not decompose.applicable(req, prepare(req).offers)
-    assert decompose.applicable(replace(req, method="decompose"), prepare(req).offers)
-    assert not any(n.startswith("solved by parts") for n in solve(req).notes)
+    offers = prepare(req).offers
+    assert decompose.applicable(req, offers) and not decompose.large(req, offers)
+    assert decompose.large(replace(req, method="decompose"), offers)
+    parts = solve(replace(req, method="decompose"))
+    whole = solve(replace(req, method="monolithic"))
+    both = solve(req)
+    assert whole.status == "Optimal" and both.status == "Optimal"
+    assert both.objective_usd == min(parts.objective_usd or 0, whole.objective_usd or 0)
+    assert parts.lower_bound_usd is not None and both.lower_bound_usd is not None
+    assert parts.lower_bound_usd <= both.lower_bound_usd <= (both.objective_usd or 0)

@@ -62,7 +62,9 @@ if TYPE_CHECKING:
     from gpuprov.optimizer.reduce import Prepared
     from gpuprov.optimizer.solve import Model
 
-MIN_PROFILES = 25  # fewer distinct profiles, or fewer variables: the whole model is small, solve it at once
+# with fewer distinct profiles or variables the whole model is small: solved at once as well when
+# the parts have not proven the gap
+MIN_PROFILES = 25
 MIN_VARIABLES = 20_000
 START_LOCATIONS = 2  # N's locations in the first restricted model, beyond the spread's minimum
 ADD_PER_ROUND = 3  # locations added per round of column generation
@@ -72,21 +74,23 @@ INF = math.inf
 
 
 def applicable(request: PlanRequest, offers: Sequence[Offer]) -> bool:
-    """Whether to solve by parts: forced by ``method``, else when the horizon has many distinct
-    profiles and the request has the shape handled here."""
+    """Whether the request has the shape solved by parts (one gang workload or none, one other,
+    nothing that couples locations: no caps, budget, commitments or running fleet)."""
     if request.method == "monolithic" or not request.exact_reductions or request.capped:
         return False
     gangs = [w for w in request.workloads if w.gang]
     others = [w for w in request.workloads if not w.gang]
-    if len(gangs) > 1 or len(others) != 1:
-        return False
-    if request.method == "decompose":
-        return True
+    return len(gangs) <= 1 and len(others) == 1 and not any(w.spread_zones >= 2 for w in gangs)
+
+
+def large(request: PlanRequest, offers: Sequence[Offer]) -> bool:
+    """Whether the whole model is too large to be worth solving at once when the parts have not
+    proven the gap: many distinct profiles and many variables (``method`` may force either)."""
+    if request.method != "auto":
+        return request.method == "decompose"
     active = len(profiles(request))
-    if active < MIN_PROFILES:
-        return False
     size = sum(1 for o in offers for w in request.workloads if eligible(o, w)) * active
-    return size >= MIN_VARIABLES
+    return active >= MIN_PROFILES and size >= MIN_VARIABLES
 
 
 @dataclass(frozen=True)

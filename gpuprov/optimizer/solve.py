@@ -12,9 +12,10 @@ import math
 import os
 import re
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_UP, Decimal
 from typing import Any
 
@@ -393,17 +394,32 @@ def solve(request: PlanRequest) -> Plan:
     explain.raise_if_obviously_infeasible(request, offers)
     from gpuprov.optimizer import decompose
 
+    started = time.monotonic()
     parts = decompose.solve(request, prepared) if decompose.applicable(request, offers) else None
-    if parts is not None:
+    if parts is not None and (parts.status == SolveStatus.OPTIMAL or decompose.large(request, offers)):
         model, status, bound, notes = parts.model, parts.status, parts.bound, (*prepared.notes, parts.note)
     else:
+        # the whole model at once; when the parts found a plan but not within the gap, the better
+        # plan and the better bound of the two (both bound the same model)
+        left = max(1.0, request.time_limit_s - (time.monotonic() - started))
         model = build(request, offers)
-        status, bound = _run(model.prob, request)
+        status, bound = _run(model.prob, replace(request, time_limit_s=left))
         notes = prepared.notes
+        if parts is not None:
+            whole = float(model.prob.objective.value() or 0.0) if status in _SOLVED else math.inf
+            mine = float(parts.model.prob.objective.value() or 0.0)
+            bound = max(bound, parts.bound) if status in _SOLVED else parts.bound
+            if mine < whole - 1e-6:
+                model, notes = parts.model, (*notes, parts.note)
+            best = min(mine, whole)
+            status = SolveStatus.OPTIMAL if best - bound <= request.gap * best + 1e-6 else SolveStatus.FEASIBLE
     if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         raise explain.infeasible(request, offers, status)
     plan = _read(model, request, prepared.dropped + prepared.pruned, len(offers), status, bound, notes)
     return _with(plan, binding=explain.binding(request, plan, model.gang))
+
+
+_SOLVED = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
 
 def _read(
@@ -519,8 +535,6 @@ def _coverage(
 
 
 def _with(plan: Plan, **changes: Any) -> Plan:
-    from dataclasses import replace
-
     return replace(plan, **changes)
 
 
