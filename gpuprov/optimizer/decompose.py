@@ -353,7 +353,10 @@ def solve_lp(
     m = _model(s, site, locations, relaxed=True)
     for v in m.prob.variables():
         v.cat = pulp.LpContinuous
-    m.prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1))
+    try:  # CBC for the LPs whatever the MILP solver (PuLP ships it); it gives the duals
+        m.prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1))
+    except pulp.PulpSolverError:
+        return None  # the caller solves the whole model, which reports CBC's failure itself
     if m.prob.status != pulp.LpStatusOptimal:
         return None
     n = s.other.name
