@@ -57,7 +57,6 @@ from pricing.history import PriceChange, Replay
 
 HOUR = timedelta(hours=1)
 OWNER = "backtest"
-Pool4 = tuple[str, str, str, str]  # cloud, location, instance type, market
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class Step:
 
     at: datetime
     hours: Decimal
-    fleet: tuple[Pool4, ...]  # one entry per running instance
+    fleet: tuple[Site, ...]  # one entry per running instance
     realized_usd: Decimal
     static_usd: Decimal
     hindsight_usd: Decimal
@@ -139,8 +138,8 @@ class _Catalog:
         self.version = 0
         self.offers: list[Offer] = []
         self.changed_at: datetime | None = None
-        self.last_price: dict[Pool4, Decimal] = {}
-        self.by_pool: dict[Pool4, Offer] = {}
+        self.last_price: dict[Site, Decimal] = {}
+        self.by_pool: dict[Site, Offer] = {}
 
     def advance(self, t: datetime) -> bool:
         moved = self.replay.advance(t)
@@ -148,7 +147,7 @@ class _Catalog:
             self.version += 1
             self.changed_at = t
             self.offers = [o for o in self.replay.offers() if o.gpu in self.names]
-            self.by_pool = {_pool(o): o for o in self.offers}
+            self.by_pool = {o.site: o for o in self.offers}
             for p, o in self.by_pool.items():
                 self.last_price[p] = o.hourly_usd
         return moved
@@ -157,7 +156,7 @@ class _Catalog:
         assert self.changed_at is not None
         return [SnapshotInfo(self.version, "backtest", Cloud.AWS, self.changed_at, len(self.offers), True)]
 
-    def price(self, pool: Pool4, fallback: Decimal | None = None) -> Decimal:
+    def price(self, pool: Site, fallback: Decimal | None = None) -> Decimal:
         o = self.by_pool.get(pool)
         if o is not None:
             return o.hourly_usd
@@ -166,10 +165,6 @@ class _Catalog:
         if fallback is not None:
             return fallback
         raise KeyError(pool)
-
-
-def _pool(o: Offer) -> Pool4:
-    return (o.cloud.value, o.location, o.instance_type, o.market.value)
 
 
 class _Solver:
@@ -233,16 +228,16 @@ class _Solver:
         return self.hindsight[key]
 
 
-def interruption_rates(spec: pd.RequestSpec, offers: Sequence[Offer]) -> Callable[[Pool4], Decimal]:
+def interruption_rates(spec: pd.RequestSpec, offers: Sequence[Offer]) -> Callable[[Site], Decimal]:
     """Expected interruptions per instance-hour of a spot pool: the policy's rate for its cloud,
     else the pool's own (AWS Spot Advisor), else the cloud's default."""
-    own = {_pool(o): o.interruptions_per_hour for o in offers if o.market is Market.SPOT}
+    own = {o.site: o.interruptions_per_hour for o in offers if o.market is Market.SPOT}
 
-    def rate(pool: Pool4) -> Decimal:
-        if pool[0] in spec.interruptions_per_hour:
-            return Decimal(spec.interruptions_per_hour[pool[0]])
+    def rate(pool: Site) -> Decimal:
+        if pool.cloud in spec.interruptions_per_hour:
+            return Decimal(spec.interruptions_per_hour[pool.cloud])
         found = own.get(pool)
-        return found if found is not None else DEFAULT_INTERRUPTIONS_PER_HOUR.get(pool[0], Decimal(0))
+        return found if found is not None else DEFAULT_INTERRUPTIONS_PER_HOUR.get(pool.cloud, Decimal(0))
 
     return rate
 
@@ -326,7 +321,7 @@ def _walk(cfg: Config, catalog: _Catalog, url: str, on_step: Callable[[Step], No
     step = min(cfg.every, HOUR)
     result = Result(start=cfg.start, end=cfg.end, static_plan_id=static.plan_id)
     days: dict[date, Day] = {}
-    static_price = {(a.cloud, a.location, a.instance_type, a.market): a.unit_hourly_usd for a in static.allocations}
+    static_price = {a.site: a.unit_hourly_usd for a in static.allocations}
     followed = static
     t = cfg.start
     while t < cfg.end:
@@ -341,7 +336,7 @@ def _walk(cfg: Config, catalog: _Catalog, url: str, on_step: Callable[[Step], No
                 for h in drivers[cloud].describe(OWNER):
                     if h.market is not Market.SPOT:
                         continue
-                    p = rate((h.cloud.value, h.zone or h.region, h.instance_type, h.market.value)) * hours
+                    p = rate(h.site) * hours
                     if rng.random() < float(p):
                         drivers[cloud].interrupt(h.instance_id)
                         interrupted += 1
@@ -363,14 +358,14 @@ def _walk(cfg: Config, catalog: _Catalog, url: str, on_step: Callable[[Step], No
             ids = {h.instance_id for h in fleet}
             ended = Counter(h.workload for i, h in before.items() if i not in ids)
             day.replaced_instances += sum(min(started[w], ended[w]) for w in started)
-        pools = tuple(sorted((h.cloud.value, h.zone or h.region, h.instance_type, h.market.value) for h in fleet))
+        pools = tuple(sorted(h.site for h in fleet))
         realized = sum((catalog.price(p) for p in pools), Decimal(0)) * hours
         slot = static.slot_at(t)
         static_cost = Decimal(0)
         for a in static.allocations:
             n = a.instances_by_slot[slot]
             if n:
-                pool = (a.cloud, a.location, a.instance_type, a.market)
+                pool = a.site
                 static_cost += catalog.price(pool, static_price[pool]) * n
         static_cost *= hours
         best, dearest = solver.hindsight_hour(cfg.spec, slot)
@@ -378,9 +373,7 @@ def _walk(cfg: Config, catalog: _Catalog, url: str, on_step: Callable[[Step], No
         fslot = followed.slot_at(t)
         held: dict[str, int] = defaultdict(int)
         for h in fleet:
-            held[h.workload] += catalog.by_pool.get(
-                (h.cloud.value, h.zone or h.region, h.instance_type, h.market.value), _any_offer(followed, h)
-            ).gpus_per_instance
+            held[h.workload] += catalog.by_pool.get(h.site, _any_offer(followed, h)).gpus_per_instance
         short = sum(max(0, v[fslot] - held[w]) for w, v in followed.demand.items())
         shortfall = dearest * short * hours
         s = Step(t, hours, pools, realized, static_cost, hindsight, due, decision, interrupted, short, shortfall)

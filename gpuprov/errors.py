@@ -1,4 +1,4 @@
-"""The one error tree of gpuprov (a leaf module: it imports nothing of the project).
+"""The one error tree of gpuprov (a leaf module: at run time it imports nothing of the project).
 
 ::
 
@@ -30,6 +30,11 @@ previous snapshot.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuprov.models import Site
 
 
 class GpuprovError(Exception):
@@ -92,9 +97,9 @@ class ProvisioningError(GpuprovError):
 
 
 class CapacityError(ProvisioningError):
-    """The cloud has no capacity for this pool now; ``pool`` is (cloud, zone, instance type, market)."""
+    """The cloud has no capacity for this pool now; ``pool`` is where: (cloud, zone, instance type, market)."""
 
-    def __init__(self, message: str, pool: tuple[str, str, str, str], hint: str | None = None) -> None:  # a Site
+    def __init__(self, message: str, pool: Site, hint: str | None = None) -> None:
         super().__init__(message, hint)
         self.pool = pool
 

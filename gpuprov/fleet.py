@@ -161,7 +161,7 @@ def reconcile(
         except CapacityError as exc:
             if replan is None:
                 raise
-            state.mark_unavailable(Site(*exc.pool), clock() + unavailable_for, exc.message)
+            state.mark_unavailable(exc.pool, clock() + unavailable_for, exc.message)
             tried.append(f"{'/'.join(exc.pool)}: {exc.message}")
             if on_failover is not None:
                 on_failover(exc.message)

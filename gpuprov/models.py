@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
 
 HOURS_PER_MONTH = Decimal(730)
 # Expected interruptions per instance-hour on spot, by cloud, used by plans from flags and
@@ -52,6 +56,31 @@ class Site(NamedTuple):
     instance_type: str
     market: str
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """Read (pydantic, plan documents) as the plain 4-string array it is written as: the same
+        strict checks, messages and JSON Schema as ``tuple[str, str, str, str]``, typed after."""
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(lambda t: cls(*t), handler(tuple[str, str, str, str]))
+
+    def with_workload(self, workload: str) -> WorkloadSite:
+        return WorkloadSite(self.cloud, self.location, self.instance_type, self.market, workload)
+
+
+class WorkloadSite(NamedTuple):
+    """A Site serving one workload: what runs now, as the rebalancer tells the optimizer."""
+
+    cloud: str
+    location: str
+    instance_type: str
+    market: str
+    workload: str
+
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud, self.location, self.instance_type, self.market)
+
 
 class PoolKey(NamedTuple):
     """One purchasable pool: cloud, region, zone ("" where the price is regional), instance type,
@@ -92,6 +121,14 @@ class WorkloadPool(NamedTuple):
     @property
     def location(self) -> str:
         return self.zone or self.region
+
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud, self.location, self.instance_type, self.market)
+
+    @property
+    def workload_site(self) -> WorkloadSite:
+        return WorkloadSite(self.cloud, self.location, self.instance_type, self.market, self.workload)
 
 
 class SolveStatus(StrEnum):
@@ -284,3 +321,7 @@ class InstanceHandle:
         return WorkloadPool(
             self.cloud.value, self.region, self.zone or "", self.instance_type, self.market.value, self.workload
         )
+
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud.value, self.zone or self.region, self.instance_type, self.market.value)

@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from gpuprov.errors import PlanFormatError
-from gpuprov.models import Market, Workload, WorkloadPool
+from gpuprov.models import Market, Site, Workload, WorkloadPool
 
 SCHEMA_VERSION = 3
 CYCLE_HOURS = {"constant": 1, "day": 24, "week": 168}
@@ -207,6 +207,10 @@ class Allocation:
     def pool(self) -> WorkloadPool:
         return WorkloadPool(self.cloud, self.region, self.zone or "", self.instance_type, self.market, self.workload)
 
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud, self.location, self.instance_type, self.market)
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -236,6 +240,10 @@ class Reservation:
     @property
     def location(self) -> str:
         return self.zone or self.region
+
+    @property
+    def site(self) -> Site:
+        return Site(self.cloud, self.location, self.instance_type, self.market)
 
     @property
     def term_label(self) -> str:
@@ -410,7 +418,7 @@ class PlanDocument:
     solve: SolveInfo
     catalog_as_of: datetime | None
     snapshots: tuple[SnapshotRef, ...]
-    excluded_pools: tuple[tuple[str, str, str, str], ...] = ()
+    excluded_pools: tuple[Site, ...] = ()  # written as 4-string arrays, read back as Sites
     warnings: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ views

@@ -39,8 +39,6 @@ from gpuprov.optimizer.problem import (
 from gpuprov.optimizer.reduce import usable
 from gpuprov.optimizer.solve import solve
 
-Pool4 = Site
-
 if TYPE_CHECKING:
     from policies.model import Policy
 CENT = Decimal("0.01")
@@ -285,7 +283,7 @@ def savings_plan_options(spec: pd.RequestSpec, offers: Sequence[Offer]) -> tuple
 def request_from_spec(
     spec: pd.RequestSpec,
     offers: Sequence[Offer],
-    unavailable: Collection[Pool4] = (),
+    unavailable: Collection[Site] = (),
     hours: Sequence[datetime] | None = None,
 ) -> PlanRequest:
     """The optimizer's request; ``hours`` (the calendar hour of each slot, ``slot_hours``) dates
@@ -328,7 +326,7 @@ def request_for(
     offers: Sequence[Offer],
     context: Context,
     start: datetime,
-    unavailable: Collection[Pool4] = (),
+    unavailable: Collection[Site] = (),
 ) -> PlanRequest:
     """``request_from_spec`` with held commitments dated against the horizon that starts at ``start``."""
     slots = max(len(v) for v in spec.demand.values())
@@ -367,7 +365,7 @@ def what_if(
 
     scaled = replace(spec, demand={k: tuple(math.ceil(d * scale) for d in v) for k, v in spec.demand.items()})
     plan = solved.plan
-    fixed: dict[Pool4, int] = {}
+    fixed: dict[Site, int] = {}
     for r in plan.reservations:
         key = r.offer.site
         fixed[key] = fixed.get(key, 0) + r.instances
@@ -391,7 +389,7 @@ def plan_id(
     spec: pd.RequestSpec,
     snapshots: Sequence[SnapshotInfo],
     context: Context,
-    unavailable: Collection[Pool4] = (),
+    unavailable: Collection[Site] = (),
     extra: Mapping[str, Any] | None = None,
 ) -> str:
     """A content id: the same request on the same snapshots gives the same id."""
@@ -467,7 +465,7 @@ def document(
     spec: pd.RequestSpec,
     context: Context,
     created: datetime,
-    unavailable: Collection[Pool4] = (),
+    unavailable: Collection[Site] = (),
     what_if: pd.WhatIf | None = None,
 ) -> pd.PlanDocument:
     plan = solved.plan
@@ -571,7 +569,7 @@ def document(
         ),
         catalog_as_of=min((s.fetched_at for s in snapshots), default=None),
         snapshots=snaps,
-        excluded_pools=tuple(sorted(tuple(p) for p in unavailable)),  # type: ignore[misc]
+        excluded_pools=tuple(sorted(Site(*p) for p in unavailable)),
         warnings=_warnings(allocations, tuple(reservations)) + _held_warnings(solved.request),
     )
     pd.check(doc)
@@ -768,7 +766,7 @@ class Replanning:
 def replanning(
     doc: pd.PlanDocument,
     offers: Sequence[Offer],
-    unavailable: Collection[Pool4],
+    unavailable: Collection[Site],
     created: datetime,
     rebalance: Mapping[str, Any] | None = None,
 ) -> Replanning:
@@ -806,7 +804,7 @@ def replan(
     doc: pd.PlanDocument,
     offers: Sequence[Offer],
     snapshots: Sequence[SnapshotInfo],
-    unavailable: Collection[Pool4],
+    unavailable: Collection[Site],
     created: datetime,
     rebalance: Mapping[str, Any] | None = None,
 ) -> pd.PlanDocument:

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from gpuprov import fleet, planning
 from gpuprov.errors import GpuprovError, ProvisioningError, StateError
-from gpuprov.models import Cloud, Decision, Offer, Site, SnapshotInfo
+from gpuprov.models import Cloud, Decision, Offer, Site, SnapshotInfo, WorkloadSite
 from gpuprov.plandoc import PlanDocument, WorkloadSpec
 from gpuprov.store.lease import Leases
 from gpuprov.store.plans import PlanStore
@@ -239,10 +239,10 @@ def _pass(
         )
     slot = planning.slot_at(doc, started + settings.lead)
     offers = world.offers(doc.request.gpu_names)
-    incumbent: dict[tuple[str, str, str, str, str], int] = defaultdict(int)
+    incumbent: dict[WorkloadSite, int] = defaultdict(int)
     for h in actual:
-        incumbent[(h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)] += 1
-    reserved = {(r.cloud, r.location, r.instance_type, r.market): r.instances for r in doc.reservations}
+        incumbent[h.pool.workload_site] += 1
+    reserved = {r.site: r.instances for r in doc.reservations}
     hours = migration_hours(settings, doc.request.workloads)
     known = engine.unit_prices([doc])
     keep_diff = engine.diff(doc, slot, actual, settings.owner, known)

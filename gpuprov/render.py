@@ -7,10 +7,13 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from gpuprov.models import Offer, SnapshotInfo
 from gpuprov.plandoc import PlanDocument
+
+if TYPE_CHECKING:
+    from gpuprov.status import Status
 
 TWO = Decimal("0.01")
 
@@ -290,6 +293,92 @@ def commitment_table(doc: PlanDocument) -> Any:
             f"{h.utilization:.0%}",
             "-",
             f"unused {money(h.unused_horizon_usd)}",
+        )
+    return table
+
+
+def status_dict(status: Status, owner: str, source: str, unasked: dict[str, str]) -> dict[str, Any]:
+    """``gpuprov status --output json``: money as decimal strings."""
+    return {
+        "owner": owner,
+        "instances": status.instances,
+        "hourly_usd": str(status.hourly_usd),
+        "groups": [
+            {
+                "plan": g.plan,
+                "cloud": g.site.cloud,
+                "location": g.site.location,
+                "instance_type": g.site.instance_type,
+                "market": g.site.market,
+                "workload": g.site.workload,
+                "instances": g.instances,
+                "planned": g.planned,
+                "hourly_usd": None if g.hourly_usd is None else str(g.hourly_usd),
+                "problem": g.problem,
+            }
+            for g in status.groups
+        ],
+        "source": source,
+        "unasked": unasked,
+        "commitments": list(status.commitments),
+    }
+
+
+def status_table(status: Status, owner: str, source: str) -> Any:
+    """``gpuprov status``: the groups, running against planned, with their hourly cost."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"fleet {owner}: {status.instances} instances, ${status.hourly_usd:,.2f}/h ({source})",
+        title_justify="left",
+    )
+    for col in (
+        "plan",
+        "cloud",
+        "location",
+        "instance type",
+        "market",
+        "workload",
+        "running",
+        "planned",
+        "$/h",
+        "note",
+    ):
+        table.add_column(col, no_wrap=True)
+    for g in status.groups:
+        table.add_row(
+            g.plan or "?",
+            g.site.cloud,
+            g.site.location,
+            g.site.instance_type,
+            g.site.market,
+            g.site.workload or "?",
+            str(g.instances),
+            "?" if g.planned is None else str(g.planned),
+            "?" if g.hourly_usd is None else f"${g.hourly_usd:,.2f}",
+            g.problem or "",
+        )
+    return table
+
+
+def commitment_usage_table(rows: Sequence[dict[str, Any]]) -> Any:
+    """``gpuprov status``: what the fleet uses now of each commitment held (``status.commitment_usage``)."""
+    from rich.table import Table
+
+    unused = sum((Decimal(r["unused_hourly_usd"]) for r in rows), Decimal(0))
+    table = Table(title=f"{len(rows)} commitments held: ${unused:,.2f}/h unused now", title_justify="left")
+    for col in ("id", "kind", "scope", "size", "used now", "unused $/h", "note"):
+        table.add_column(col)
+    for r in rows:
+        used = r["used"] if isinstance(r["used"], int) else f"${Decimal(r['used']):,.2f}/h"
+        table.add_row(
+            r["id"],
+            r["kind"],
+            r["scope"],
+            r["size"],
+            str(used),
+            f"${Decimal(r['unused_hourly_usd']):,.2f}",
+            r["note"] or "",
         )
     return table
 

@@ -11,8 +11,6 @@ from policies.model import Policy
 from policies.schedule import demand_slots
 from pricing.interconnect import ACCEPTS
 
-OfferKey = tuple[str, str, str, str, str]
-
 
 @dataclass(frozen=True)
 class Overrides:

@@ -137,6 +137,27 @@ def test_other_schema_version_is_refused(_isolated_db: str, tmp_path: Path) -> N
         Catalog(_isolated_db).snapshots()
 
 
+def test_journal_pools_read_back_typed_from_the_stored_json(_isolated_db: str) -> None:
+    from gpuprov.models import WorkloadPool
+    from gpuprov.store.state import StateStore
+
+    state = StateStore(_isolated_db)
+    pool = WorkloadPool("aws", "us-east-1", "", "p5.48xlarge", "spot", "training")
+    state.begin("fleet", "abc123", "launch", "tok", pool, T0)
+    state.begin("fleet", "abc123", "launch", "tok2", ["gcp", "r", "z", "t", "on_demand", "w"], T0)
+    path = _isolated_db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as con:  # the text every version wrote: a JSON array of six strings
+        stored = [p for (p,) in con.execute("SELECT pool FROM gpuprov_journal ORDER BY id")]
+    assert stored[0] == '["aws", "us-east-1", "", "p5.48xlarge", "spot", "training"]'
+    first, second = state.journal("fleet")
+    assert type(first.pool) is WorkloadPool and first.pool == pool and first.pool.location == "us-east-1"
+    assert second.pool == WorkloadPool("gcp", "r", "z", "t", "on_demand", "w")
+    with sqlite3.connect(path) as con:
+        con.execute("""UPDATE gpuprov_journal SET pool = '["aws", "r"]' WHERE token = 'tok2'""")
+    with pytest.raises(StoreError, match=r"journal row \d+ is corrupt: its pool"):
+        state.journal("fleet")
+
+
 def test_naive_times_are_refused(_isolated_db: str) -> None:
     with pytest.raises(ValueError):
         Catalog(_isolated_db).add_snapshot("x", Cloud.AWS, datetime(2026, 1, 1), [])

@@ -126,13 +126,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay the stored price history: the rebalanced fleet against the day-one plan and hindsight."""
         fmt = common.parse_output(output, ("table", "json"))
-        from gpuprov.commands.history import from_tuples, parse_when
-        from gpuprov.commands.rebalance import parse_every
 
-        lo, hi = parse_when(start, "--from"), parse_when(end, "--to", end=True)
+        lo, hi = common.parse_when(start, "--from"), common.parse_when(end, "--to", end=True)
         if lo >= hi:
             raise UsageError(f"the range is empty: --from {names.show(start)} is not before --to {names.show(end)}")
-        step = parse_every(every)
+        step = common.parse_every(every)
         if step < timedelta(minutes=5):
             raise UsageError("--every must be at least 5m")
         if (hi - lo) / min(step, timedelta(hours=1)) > MAX_STEPS:
@@ -197,9 +195,8 @@ def register(app: typer.Typer) -> None:
         catalog, snapshots = common.open_catalog()
         base = common.read_offers(catalog, gpu_names)
         base_as_of = {s.cloud: s.fetched_at for s in snapshots}
-        changes = from_tuples(store.changes(scope))
+        changes = common.from_tuples(store.changes(scope))
         from gpuprov import backtest as bt
-        from gpuprov.commands.rebalance import parse_every as duration
 
         cfg = bt.Config(
             spec=spec,
@@ -212,7 +209,7 @@ def register(app: typer.Typer) -> None:
             interruptions=interruptions == "advisor",
             min_saving_usd=common.parse_decimal(min_saving, "--min-saving", Decimal(0)),
             min_saving_fraction=common.parse_fraction(min_fraction, "--min-saving-fraction"),
-            hysteresis=duration(hysteresis),
+            hysteresis=common.parse_every(hysteresis),
             disruption_share=common.parse_fraction(share, "--disruption-share"),
         )
         result = bt.run(cfg, base, base_as_of, changes)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,10 +15,7 @@ from gpuprov.commands import common
 from gpuprov.errors import UsageError
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from commitments.records import Known
-    from gpuprov.models import InstanceHandle
 
 
 def _known() -> Known:
@@ -56,59 +52,6 @@ def _show(records: list[Any], fmt: str) -> None:
             c.source,
         )
     common.console().print(table)
-
-
-def usage_rows(handles: list[InstanceHandle], now: datetime) -> list[dict[str, Any]]:
-    """For ``gpuprov status``: per held commitment active now, what the running fleet (its
-    instances that are not spot) uses of it and the cost of the unused part (commitments/usage.py);
-    money as decimal strings. Empty, without touching the catalog, when none is held."""
-    from commitments.records import Kind
-    from commitments.usage import Running, usage
-    from gpuprov.models import Market
-
-    held = [c for c in common.held_commitments() if c.active(now)]
-    if not held:
-        return []
-    running = [
-        Running(h.cloud.value, h.region, h.zone, h.instance_type) for h in handles if h.market is not Market.SPOT
-    ]
-    prices: dict[tuple[str, str, str], Decimal] = {}
-    discounts: dict[str, dict[str, Decimal]] = {}
-    if any(c.kind is Kind.SAVINGS_PLAN for c in held) and running:
-        from pricing.gpus import GPUS
-
-        catalog, _snapshots = common.open_catalog()
-        for o in common.read_offers(catalog, [g.name for g in GPUS]):
-            if o.market is Market.ON_DEMAND:
-                key = (o.cloud.value, o.region, o.instance_type)
-                prices[key] = min(prices.get(key, o.hourly_usd), o.hourly_usd)
-        discounts = common.savings_plan_discounts()
-    rows = usage(held, running, prices, now, discounts)
-    for r in rows:
-        for name in ("used", "utilization", "unused_hourly_usd"):
-            r[name] = str(r[name]) if isinstance(r[name], Decimal) else r[name]
-    return rows
-
-
-def usage_table(rows: list[dict[str, Any]]) -> Table:
-    from rich.table import Table
-
-    unused = sum((Decimal(r["unused_hourly_usd"]) for r in rows), Decimal(0))
-    table = Table(title=f"{len(rows)} commitments held: ${unused:,.2f}/h unused now", title_justify="left")
-    for col in ("id", "kind", "scope", "size", "used now", "unused $/h", "note"):
-        table.add_column(col)
-    for r in rows:
-        used = r["used"] if isinstance(r["used"], int) else f"${Decimal(r['used']):,.2f}/h"
-        table.add_row(
-            r["id"],
-            r["kind"],
-            r["scope"],
-            r["size"],
-            str(used),
-            f"${Decimal(r['unused_hourly_usd']):,.2f}",
-            r["note"] or "",
-        )
-    return table
 
 
 def register(app: typer.Typer) -> None:

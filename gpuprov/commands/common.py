@@ -1,18 +1,25 @@
-"""What several commands share: flag parsing, the catalog with its bundled snapshot, output."""
+"""What several commands share: flag parsing, the catalog with its bundled snapshot, plans by id
+or file, output."""
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpuprov import names
 from gpuprov.errors import UsageError
 from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
+
+if TYPE_CHECKING:
+    from gpuprov.plandoc import PlanDocument
 
 
 def split(values: Sequence[str] | None) -> list[str]:
@@ -217,3 +224,70 @@ def warn_if_stale(snapshots: Sequence[SnapshotInfo], max_age_hours: Decimal, whe
             f"{max_age_hours} h (oldest {oldest:%Y-%m-%d}, {days:.0f} days); "
             "run 'gpuprov pricing refresh' for live prices"
         )
+
+
+def load_plan(spec: str) -> PlanDocument:
+    """A saved plan id (or prefix), or a plan JSON file as ``plan --output json`` prints it;
+    validated (``plandoc.from_json``): nothing is rendered or launched from a bad document."""
+    from gpuprov.plandoc import MAX_DOCUMENT_BYTES, from_json
+
+    path = Path(spec)
+    if spec.endswith(".json") or path.is_file():
+        try:
+            if path.stat().st_size > MAX_DOCUMENT_BYTES:
+                raise UsageError(f"plan file {spec} is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB")
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"plan file {spec} is not UTF-8 text") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read plan file {spec}: {exc.strerror or exc}") from None
+        return from_json(text, where=f"plan file {spec}")
+    from gpuprov.store.plans import PlanStore
+
+    return PlanStore().get(spec)
+
+
+def parse_when(text: str, flag: str, end: bool = False) -> datetime:
+    """A date (2026-04-02: midnight UTC; as an end, the end of that day) or an ISO time (UTC when
+    no zone), within the span a price history may cover (2000 to 2100)."""
+    from datetime import timedelta
+
+    from pricing import history
+
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"{flag}: not a date or ISO 8601 time: {names.show(text)}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    outside = UsageError(f"{flag}: {names.show(text)} is outside {history.RANGE}")
+    try:
+        when = when.astimezone(UTC)
+        if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
+            when += timedelta(days=1)
+    except OverflowError:  # years near 1 or 9999
+        raise outside from None
+    if not (history.in_range(when) or (end and when == history.LATEST)):
+        raise outside
+    return when
+
+
+def parse_every(text: str) -> timedelta:
+    m = re.fullmatch(r"\s*(\d{1,9})\s*([smh])\s*", text)
+    if not m or int(m.group(1)) == 0:
+        raise UsageError(f"a duration like 15m, 1h or 90s is needed, got {names.show(text)}")
+    n, unit = int(m.group(1)), m.group(2)
+    seconds = n * {"s": 1, "m": 60, "h": 3600}[unit]
+    if seconds > 366 * 86400:
+        raise UsageError(f"a duration of at most a year is needed, got {names.show(text)}")
+    return timedelta(seconds=seconds)
+
+
+def from_tuples(rows: Any) -> list[Any]:
+    from gpuprov.models import Cloud, Market
+    from pricing.history import PriceChange
+
+    return [
+        PriceChange(at, Cloud(cloud), kind, (a, b, c), Market(market), price, event)
+        for at, cloud, kind, a, b, c, market, price, event in rows
+    ]

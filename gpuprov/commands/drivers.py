@@ -10,14 +10,18 @@ can see. What could not be asked is reported, never taken for "nothing runs ther
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuprov.config import Config
 from gpuprov.errors import ConfigError, MissingExtraError
-from gpuprov.models import Cloud
+from gpuprov.models import Cloud, InstanceHandle
 from provisioner.base import Driver
+
+if TYPE_CHECKING:
+    from gpuprov.plandoc import PlanDocument
+    from gpuprov.store.state import StateStore
 
 FAKE_ENV = "GPUPROV_FAKE_CLOUD"
 
@@ -135,3 +139,34 @@ def for_fleet(
                 raise
             skipped[cloud] = exc.message
     return drivers, skipped
+
+
+def scope(
+    docs: Sequence[PlanDocument], mirrored: Sequence[InstanceHandle]
+) -> tuple[set[Cloud], dict[Cloud, set[str]], dict[Cloud, set[str]]]:
+    """The clouds, regions and zones the plans place instances in and the mirror saw them in."""
+    clouds: set[Cloud] = set()
+    regions: dict[Cloud, set[str]] = {c: set() for c in Cloud}
+    zones: dict[Cloud, set[str]] = {c: set() for c in Cloud}
+    for doc in docs:
+        for a in doc.placements():
+            cloud = Cloud(a.cloud)
+            clouds.add(cloud)
+            regions[cloud].add(a.region)
+            if a.zone:
+                zones[cloud].add(a.zone)
+    for h in mirrored:
+        clouds.add(h.cloud)
+        regions[h.cloud].add(h.region)
+        if h.zone:
+            zones[h.cloud].add(h.zone)
+    return clouds, regions, zones
+
+
+def for_owner(
+    cfg: Config, owner: str, docs: Sequence[PlanDocument], state: StateStore
+) -> tuple[dict[Cloud, Driver], dict[Cloud, str]]:
+    """``for_fleet`` for a fleet's plans, what its mirror saw and every cloud its journal called."""
+    mirrored, _ = state.mirrored(owner)
+    clouds, regions, zones = scope(docs, mirrored)
+    return for_fleet(cfg, clouds | state.clouds_used(owner), regions, zones)

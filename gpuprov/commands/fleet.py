@@ -19,15 +19,15 @@ from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import (
     ConfigError,
     InfeasibleError,
-    PlanFormatError,
     ProvisioningError,
     StalePricesError,
     UsageError,
 )
-from gpuprov.models import Cloud
+from gpuprov.models import Cloud, WorkloadSite
 
 if TYPE_CHECKING:
     from gpuprov.plandoc import PlanDocument
+    from provisioner.apply import Diff
 
 FAULT_ENV = "GPUPROV_FAULT"  # testing only: "after-launch:3" SIGKILLs the run after its 3rd launch
 MAX_FAILOVERS = 10
@@ -37,27 +37,6 @@ def _slot(doc: PlanDocument, when: datetime) -> int:
     from gpuprov.planning import slot_at
 
     return slot_at(doc, when)
-
-
-def scope(
-    docs: Sequence[PlanDocument], mirrored: Sequence[Any]
-) -> tuple[set[Cloud], dict[Cloud, set[str]], dict[Cloud, set[str]]]:
-    clouds: set[Cloud] = set()
-    regions: dict[Cloud, set[str]] = {c: set() for c in Cloud}
-    zones: dict[Cloud, set[str]] = {c: set() for c in Cloud}
-    for doc in docs:
-        for a in doc.placements():
-            cloud = Cloud(a.cloud)
-            clouds.add(cloud)
-            regions[cloud].add(a.region)
-            if a.zone:
-                zones[cloud].add(a.zone)
-    for h in mirrored:
-        clouds.add(h.cloud)
-        regions[h.cloud].add(h.region)
-        if h.zone:
-            zones[h.cloud].add(h.zone)
-    return clouds, regions, zones
 
 
 def _fault() -> Callable[[str, int], None] | None:
@@ -85,33 +64,29 @@ def check_fresh(doc: PlanDocument, limit_h: Decimal, allow_stale: bool, when: da
         )
 
 
-def diff_table(d: Any, title: str) -> Any:
+def diff_table(d: Diff, title: str) -> Any:
     from rich.table import Table
+
+    from provisioner.apply import pool_of
 
     table = Table(title=title, title_justify="left")
     for col in ("action", "cloud", "location", "instance type", "market", "workload", "n", "$/h each"):
         table.add_column(col, no_wrap=True)
-    rows: dict[tuple[str, str, str, str, str, str], int] = {}
-    for r in d.launch:
-        key = ("launch", r.cloud.value, r.zone or r.region, r.instance_type, r.market.value, r.workload)
-        rows[key] = rows.get(key, 0) + 1
-    for h in d.terminate:
-        key = ("terminate", h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)
-        rows[key] = rows.get(key, 0) + 1
-    for h in d.keep:
-        key = ("keep", h.cloud.value, h.zone or h.region, h.instance_type, h.market.value, h.workload)
-        rows[key] = rows.get(key, 0) + 1
-    for key, n in sorted(rows.items()):
-        pool = (key[1], "", key[2], key[3], key[4], key[5])
-        price = next(
-            (
-                p
-                for k, p in d.prices.items()
-                if (k[0], k[2] or k[1], k[3], k[4], k[5]) == (pool[0], pool[2], pool[3], pool[4], pool[5])
-            ),
-            None,
-        )
-        table.add_row(*key, str(n), "?" if price is None else f"${price:,.2f}")
+    rows: dict[tuple[str, WorkloadSite], int] = {}
+    for action, pools in (
+        ("launch", [pool_of(r) for r in d.launch]),
+        ("terminate", [h.pool for h in d.terminate]),
+        ("keep", [h.pool for h in d.keep]),
+    ):
+        for pool in pools:
+            key = (action, pool.workload_site)
+            rows[key] = rows.get(key, 0) + 1
+    prices: dict[WorkloadSite, Decimal] = {}
+    for pool, unit in d.prices.items():  # by site: the first price the diff has for it
+        prices.setdefault(pool.workload_site, unit)
+    for (action, site), n in sorted(rows.items()):
+        price = prices.get(site)
+        table.add_row(action, *site, str(n), "?" if price is None else f"${price:,.2f}")
     return table
 
 
@@ -127,12 +102,6 @@ def _wait(seconds: float) -> timedelta:
 def _unasked(failed: Mapping[Cloud, str], skipped: Mapping[Cloud, str]) -> str:
     parts = [f"{c.value} ({why})" for c, why in sorted({**skipped, **failed}.items())]
     return "; ".join(parts)
-
-
-def _fleet(cfg: Any, who: str, docs: Sequence[PlanDocument], state: Any) -> tuple[dict[Cloud, Any], dict[Cloud, str]]:
-    mirrored, _ = state.mirrored(who)
-    clouds, regions, zones = scope(docs, mirrored)
-    return driver_factory.for_fleet(cfg, clouds | state.clouds_used(who), regions, zones)
 
 
 def register(app: typer.Typer) -> None:
@@ -154,7 +123,6 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--concurrency must be between 1 and 256, got {concurrency}")
         fmt = common.parse_output(output, ("table", "json"))
         from gpuprov import config
-        from gpuprov.commands.terraform import _load_plan
         from gpuprov.store.lease import FleetLock, Leases
         from gpuprov.store.plans import PlanStore
         from gpuprov.store.state import StateStore
@@ -166,7 +134,7 @@ def register(app: typer.Typer) -> None:
         if not 0 <= limit <= 1_000_000:
             raise UsageError("--max-launch must be between 0 and 1000000")
         patience = _wait(wait)
-        doc = _load_plan(plan)
+        doc = common.load_plan(plan)
         planned_cap = doc.request.budget_per_hour
         cap = (
             common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9)
@@ -186,7 +154,7 @@ def register(app: typer.Typer) -> None:
         if not 0 <= at < doc.horizon_hours:
             raise UsageError(f"--slot must be between 0 and {doc.horizon_hours - 1}")
         state = StateStore()
-        drivers, skipped = _fleet(cfg, who, [doc], state)
+        drivers, skipped = driver_factory.for_owner(cfg, who, [doc], state)
         out_console = common.console()
         if not yes:
             from gpuprov import fleet as service
@@ -202,7 +170,7 @@ def register(app: typer.Typer) -> None:
         def replanned(current: PlanDocument, tried: Sequence[str]) -> PlanDocument:
             new = _replan(current, state, list(tried))
             PlanStore().save(new)
-            clouds2, regions2, zones2 = scope([new], [])
+            clouds2, regions2, zones2 = driver_factory.scope([new], [])
             for c in clouds2 - set(drivers):
                 drivers.update(driver_factory.make({c}, regions2, zones2, cfg))
             return new
@@ -239,7 +207,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Owned instances by plan, market and zone, with their hourly cost, against their plan."""
         fmt = common.parse_output(output, ("table", "json"))
-        from gpuprov import config
+        from gpuprov import config, render
+        from gpuprov import status as service
         from gpuprov.store.plans import PlanStore
         from gpuprov.store.state import StateStore
 
@@ -252,82 +221,19 @@ def register(app: typer.Typer) -> None:
         if cached:
             handles = mirrored
         else:
-            drivers, skipped = _fleet(cfg, who, [], state)
+            drivers, skipped = driver_factory.for_owner(cfg, who, [], state)
             if not drivers and not skipped:
                 common.warn("no cloud is configured: nothing was asked (see gpuprov's config file)")
             handles, failed = _describe(drivers, who)
             if not failed:
                 state.mirror(who, handles, common.now())
-        plans: dict[str, PlanDocument | None] = {}
-        store = PlanStore()
-        for pid in sorted({h.plan_id for h in handles if h.plan_id}):
-            try:
-                plans[pid] = store.get(pid)
-            except (UsageError, PlanFormatError):
-                plans[pid] = None
-        groups: dict[tuple[str, ...], list[Any]] = {}
-        for h in handles:
-            groups.setdefault(
-                (
-                    h.plan_id,
-                    h.cloud.value,
-                    h.zone or h.region,
-                    h.instance_type,
-                    h.market.value,
-                    h.workload,
-                    h.problem or "",
-                ),
-                [],
-            ).append(h)
-        rows: list[dict[str, Any]] = []
-        now = common.now()
-        from provisioner.apply import wanted
-
-        wants = {pid: wanted(doc, _slot(doc, now)) for pid, doc in plans.items() if doc is not None}
-        for key, hs in sorted(groups.items()):
-            price, want = None, None
-            if key[0] in wants and not key[6]:
-                w = wants[key[0]].get(hs[0].pool)
-                if w is not None:
-                    price, want = w.unit_hourly_usd, w.count
-            rows.append(
-                {
-                    "plan": key[0],
-                    "cloud": key[1],
-                    "location": key[2],
-                    "instance_type": key[3],
-                    "market": key[4],
-                    "workload": key[5],
-                    "instances": len(hs),
-                    "planned": want,
-                    "hourly_usd": None if price is None else price * len(hs),
-                    "problem": key[6] or None,
-                }
-            )
-        total = sum((r["hourly_usd"] or Decimal(0) for r in rows), Decimal(0))
-        from gpuprov.commands import commitments as held
-
-        used = held.usage_rows(handles, now)
+        plans = service.plans_of(handles, PlanStore().get)
+        result = service.summarize(handles, plans, common.now(), common.held_commitments, _on_demand_rates)
         if fmt == "json":
-            for r in rows:
-                r["hourly_usd"] = None if r["hourly_usd"] is None else str(r["hourly_usd"])
-            json.dump(
-                {
-                    "owner": who,
-                    "instances": len(handles),
-                    "hourly_usd": str(total),
-                    "groups": rows,
-                    "source": "mirror" if cached else "live",
-                    "unasked": {c.value: why for c, why in sorted({**skipped, **failed}.items())},
-                    "commitments": used,
-                },
-                sys.stdout,
-                indent=2,
-            )
+            unasked = {c.value: why for c, why in sorted({**skipped, **failed}.items())}
+            json.dump(render.status_dict(result, who, "mirror" if cached else "live", unasked), sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
-            from rich.table import Table
-
             source = (
                 f"the database's mirror from {seen:%Y-%m-%d %H:%M} UTC, no cloud asked"
                 if cached and seen
@@ -335,38 +241,9 @@ def register(app: typer.Typer) -> None:
                 if cached
                 else "live"
             )
-            table = Table(
-                title=f"fleet {who}: {len(handles)} instances, ${total:,.2f}/h ({source})", title_justify="left"
-            )
-            for col in (
-                "plan",
-                "cloud",
-                "location",
-                "instance type",
-                "market",
-                "workload",
-                "running",
-                "planned",
-                "$/h",
-                "note",
-            ):
-                table.add_column(col, no_wrap=True)
-            for r in rows:
-                table.add_row(
-                    r["plan"] or "?",
-                    r["cloud"],
-                    r["location"],
-                    r["instance_type"],
-                    r["market"],
-                    r["workload"] or "?",
-                    str(r["instances"]),
-                    "?" if r["planned"] is None else str(r["planned"]),
-                    "?" if r["hourly_usd"] is None else f"${r['hourly_usd']:,.2f}",
-                    r["problem"] or "",
-                )
-            common.console().print(table)
-            if used:
-                common.console().print(held.usage_table(used))
+            common.console().print(render.status_table(result, who, source))
+            if result.commitments:
+                common.console().print(render.commitment_usage_table(result.commitments))
         _fail_if_unasked(failed, skipped, "status does not show what runs in")
 
     @app.command()
@@ -388,10 +265,8 @@ def register(app: typer.Typer) -> None:
         state = StateStore()
         docs = []
         if plan:
-            from gpuprov.commands.terraform import _load_plan
-
-            docs.append(_load_plan(plan))
-        drivers, skipped = _fleet(cfg, who, docs, state)
+            docs.append(common.load_plan(plan))
+        drivers, skipped = driver_factory.for_owner(cfg, who, docs, state)
         out = common.console()
         if not drivers:
             raise ConfigError(
@@ -439,15 +314,25 @@ def _fail_if_unasked(failed: Mapping[Cloud, str], skipped: Mapping[Cloud, str], 
 
 def _plans_of(handles: Sequence[Any]) -> list[PlanDocument]:
     """The saved plans the running instances came from (those still known)."""
+    from gpuprov.status import plans_of
     from gpuprov.store.plans import PlanStore
 
-    store, out = PlanStore(), []
-    for pid in sorted({h.plan_id for h in handles if h.plan_id}):
-        try:
-            out.append(store.get(pid))
-        except (UsageError, PlanFormatError):
-            continue
-    return out
+    return [doc for doc in plans_of(handles, PlanStore().get).values() if doc is not None]
+
+
+def _on_demand_rates() -> tuple[dict[tuple[str, str, str], Decimal], dict[str, dict[str, Decimal]]]:
+    """The catalog's cheapest on-demand price per (cloud, region, instance type) and the Savings
+    Plans discounts: what values a held Savings Plan in ``status``."""
+    from gpuprov.models import Market
+    from pricing.gpus import GPUS
+
+    prices: dict[tuple[str, str, str], Decimal] = {}
+    catalog, _snapshots = common.open_catalog()
+    for o in common.read_offers(catalog, [g.name for g in GPUS]):
+        if o.market is Market.ON_DEMAND:
+            key = (o.cloud.value, o.region, o.instance_type)
+            prices[key] = min(prices.get(key, o.hourly_usd), o.hourly_usd)
+    return prices, common.savings_plan_discounts()
 
 
 def _replan(doc: PlanDocument, state: Any, tried: list[str]) -> PlanDocument:

@@ -8,7 +8,6 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,31 +20,6 @@ from gpuprov.errors import UsageError
 history_app = typer.Typer(help="Price history: import changes over time, list what is stored.", no_args_is_help=True)
 
 MAX_HISTORY_BYTES = 64 << 20
-
-
-def parse_when(text: str, flag: str, end: bool = False) -> datetime:
-    """A date (2026-04-02: midnight UTC; as an end, the end of that day) or an ISO time (UTC when
-    no zone), within the span a price history may cover (2000 to 2100)."""
-    from datetime import timedelta
-
-    from pricing import history
-
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(f"{flag}: not a date or ISO 8601 time: {names.show(text)}") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    outside = UsageError(f"{flag}: {names.show(text)} is outside {history.RANGE}")
-    try:
-        when = when.astimezone(UTC)
-        if end and len(text.strip()) == 10:  # a bare date as an end means the whole day
-            when += timedelta(days=1)
-    except OverflowError:  # years near 1 or 9999
-        raise outside from None
-    if not (history.in_range(when) or (end and when == history.LATEST)):
-        raise outside
-    return when
 
 
 @contextlib.contextmanager
@@ -73,16 +47,6 @@ def to_tuples(changes: Any) -> list[Any]:
     return [(c.at, c.cloud.value, c.kind, *c.key, c.market.value, c.price, c.event) for c in changes]
 
 
-def from_tuples(rows: Any) -> list[Any]:
-    from gpuprov.models import Cloud, Market
-    from pricing.history import PriceChange
-
-    return [
-        PriceChange(at, Cloud(cloud), kind, (a, b, c), Market(market), price, event)
-        for at, cloud, kind, a, b, c, market, price, event in rows
-    ]
-
-
 def catalog_offers() -> list[Any]:
     """Every offer of the current catalog (the bundle on first use), without discounts."""
     from pricing.gpus import GPUS
@@ -108,8 +72,8 @@ def import_cmd(
 
     if fmt not in history.FORMATS:
         raise UsageError(f"unknown format {names.show(fmt)}", f"choose {' or '.join(history.FORMATS)}")
-    lo = None if start is None else parse_when(start, "--from")
-    hi = None if end is None else parse_when(end, "--to", end=True)
+    lo = None if start is None else common.parse_when(start, "--from")
+    hi = None if end is None else common.parse_when(end, "--to", end=True)
     if lo is not None and hi is not None and lo >= hi:
         raise UsageError("--from must be before --to")
     where = Path(file).name
@@ -174,7 +138,7 @@ def list_cmd(output: str = typer.Option("table", "--output", "-o", help="table o
 
     store = HistoryStore()
     cover = store.coverage()
-    report = history.match_report(catalog_offers(), from_tuples(store.changes()))
+    report = history.match_report(catalog_offers(), common.from_tuples(store.changes()))
     rows = [
         {
             "cloud": c.cloud,

@@ -110,10 +110,9 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"--at: not an ISO 8601 time: {names.show(at)}") from None
             if when.tzinfo is None:
                 raise UsageError("--at needs a UTC offset")
-        from gpuprov.commands.terraform import _load_plan
         from k8s.render import Params, dump, edges, gcp_note, render, window_cronjobs
 
-        doc = _load_plan(plan)
+        doc = common.load_plan(plan)
         if windows == "cronjob" and not edges(doc):
             raise UsageError(f"plan {doc.plan_id} has no window edges: its quotas never change, nothing to schedule")
         params = Params(
@@ -254,10 +253,9 @@ def _apply_window(
 ) -> None:
     if not plan or not window:
         raise UsageError("apply-window takes a PLAN and --window NAME")
-    from gpuprov.commands.terraform import _load_plan
     from k8s.render import Params, find_window, window_patches
 
-    doc = _load_plan(plan)
+    doc = common.load_plan(plan)
     w = find_window(doc, window)
     if w is None:
         known = ", ".join(x.name for x in doc.windows) or "none"

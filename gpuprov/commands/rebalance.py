@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 from datetime import timedelta
@@ -24,17 +23,6 @@ rebalance_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
 )
-
-
-def parse_every(text: str) -> timedelta:
-    m = re.fullmatch(r"\s*(\d{1,9})\s*([smh])\s*", text)
-    if not m or int(m.group(1)) == 0:
-        raise UsageError(f"a duration like 15m, 1h or 90s is needed, got {names.show(text)}")
-    n, unit = int(m.group(1)), m.group(2)
-    seconds = n * {"s": 1, "m": 60, "h": 3600}[unit]
-    if seconds > 366 * 86400:
-        raise UsageError(f"a duration of at most a year is needed, got {names.show(text)}")
-    return timedelta(seconds=seconds)
 
 
 def _cron(every: timedelta) -> str:
@@ -58,9 +46,7 @@ def _world(owner: str, plan: str | None, cfg: Any) -> Any:
     if not docs:
         raise UsageError(f"fleet {owner} follows no plan yet", hint="start it with gpuprov rebalance --once --plan ID")
     mirrored, _ = state.mirrored(owner)
-    from gpuprov.commands.fleet import scope
-
-    clouds, regions, zones = scope(docs, mirrored)
+    clouds, regions, zones = driver_factory.scope(docs, mirrored)
     drivers, _skipped = driver_factory.for_fleet(cfg, clouds | state.clouds_used(owner), regions, zones)
 
     def offers(names: Any) -> Any:
@@ -102,7 +88,7 @@ def _emit(
     from gpuprov import emit
     from gpuprov.store.db import database_url
 
-    interval = parse_every(every) if every else timedelta(minutes=15)
+    interval = common.parse_every(every) if every else timedelta(minutes=15)
     if plan is not None and not names.PLAN_ID.fullmatch(plan):
         raise UsageError(f"--plan: {names.show(plan)} is not a plan id")
     if kind not in ("cronjob", "systemd"):
@@ -115,7 +101,12 @@ def _emit(
             raise UsageError(f"--service-account-annotation: {names.show(item)} is not KEY=VALUE")
         annotations[key] = value
     job = emit.Job(
-        owner=who, plan=plan, every=interval, tuning=tuning, annotations=annotations, deadline=parse_every(deadline)
+        owner=who,
+        plan=plan,
+        every=interval,
+        tuning=tuning,
+        annotations=annotations,
+        deadline=common.parse_every(deadline),
     )
     files: dict[str, tuple[str, int]] = {}
     if kind == "cronjob":
@@ -205,8 +196,8 @@ def _settings(
         disruption_share=common.parse_fraction(share, "--disruption-share"),
         min_saving_usd=common.parse_decimal(min_saving, "--min-saving", Decimal(0)),
         min_saving_fraction=common.parse_fraction(min_fraction, "--min-saving-fraction"),
-        hysteresis=parse_every(hysteresis),
-        lead=parse_every(lead) if lead != "0" else timedelta(0),
+        hysteresis=common.parse_every(hysteresis),
+        lead=common.parse_every(lead) if lead != "0" else timedelta(0),
         budget_per_hour=cfg.limits.budget_per_hour,
         max_launch=cfg.limits.max_launch_per_run,
         dry_run=dry,
@@ -291,7 +282,7 @@ def rebalance(
         )
         return
     settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
-    interval = parse_every(every) if every else timedelta(0)
+    interval = common.parse_every(every) if every else timedelta(0)
     from gpuprov.rebalance import SystemClock, run_pass
 
     clock = SystemClock()

@@ -12,28 +12,7 @@ from gpuprov.commands import common
 from gpuprov.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
-    from gpuprov.plandoc import PlanDocument
-
-
-def _load_plan(spec: str) -> PlanDocument:
-    """A saved plan id (or prefix), or a plan JSON file as ``plan --output json`` prints it;
-    validated (``plandoc.from_json``): nothing is rendered or launched from a bad document."""
-    from gpuprov.plandoc import MAX_DOCUMENT_BYTES, from_json
-
-    path = Path(spec)
-    if spec.endswith(".json") or path.is_file():
-        try:
-            if path.stat().st_size > MAX_DOCUMENT_BYTES:
-                raise UsageError(f"plan file {spec} is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB")
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError:
-            raise UsageError(f"plan file {spec} is not UTF-8 text") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read plan file {spec}: {exc.strerror or exc}") from None
-        return from_json(text, where=f"plan file {spec}")
-    from gpuprov.store.plans import PlanStore
-
-    return PlanStore().get(spec)
+    pass
 
 
 def register(app: typer.Typer) -> None:
@@ -75,7 +54,7 @@ def register(app: typer.Typer) -> None:
         from terraform.write import write_files
 
         bootstrap = config.load().bootstrap  # the VMs' user data, from the config (none: none rendered)
-        doc = _load_plan(plan)
+        doc = common.load_plan(plan)
         try:
             files = render_plan(doc, capacity_reservation=capacity_reservation, bootstrap=bootstrap)
         except PlanFormatError as exc:

@@ -14,13 +14,11 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from gpuprov.errors import StoreError
-from gpuprov.models import Cloud, InstanceHandle, JournalState, Market, Site
+from gpuprov.models import Cloud, InstanceHandle, JournalState, Market, Site, WorkloadPool
 from gpuprov.store.database import Database, first_line, parse_time
 
 if TYPE_CHECKING:
     from sqlmodel import Session
-
-Pool4 = Site  # cloud, location, instance type, market
 
 
 @dataclass(frozen=True)
@@ -30,11 +28,27 @@ class JournalEntry:
     plan_id: str
     op: str
     token: str
-    pool: tuple[str, ...]
+    pool: WorkloadPool
     instance_id: str | None
     state: str
     error: str | None
     started_at: datetime
+
+
+def _journal_pool(text: object, row_id: object) -> WorkloadPool:
+    """A journal row's pool, stored as the JSON array of its six strings (every gpuprov version
+    wrote it so: ``json.dumps(list(pool))``)."""
+    try:
+        value = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError:
+        value = None
+    if not (
+        isinstance(value, list) and len(value) == len(WorkloadPool._fields) and all(isinstance(v, str) for v in value)
+    ):
+        raise StoreError(
+            f"journal row {row_id} is corrupt: its pool is not a list of {len(WorkloadPool._fields)} strings"
+        )
+    return WorkloadPool(*value)
 
 
 class StateStore(Database):
@@ -107,7 +121,7 @@ class StateStore(Database):
                 r["plan_id"],
                 r["op"],
                 r["token"],
-                tuple(json.loads(r["pool"])),
+                _journal_pool(r["pool"], r["id"]),
                 r["instance_id"],
                 r["state"],
                 r["error"],
@@ -142,11 +156,17 @@ class StateStore(Database):
         return out
 
     # -- unavailable pools -----------------------------------------------------------
-    def mark_unavailable(self, pool: Pool4, until: datetime, reason: str) -> None:
+    def mark_unavailable(self, pool: Site, until: datetime, reason: str) -> None:
         from gpuprov.store.tables import UnavailableRow
 
+        pool = Site(*pool)  # a plain 4-tuple too, as callers passed before Site
         with self.guarded("could not record an unavailable pool"), self._session() as session:
-            key = {"cloud": pool[0], "zone": pool[1], "instance_type": pool[2], "market": pool[3]}
+            key = {
+                "cloud": pool.cloud,
+                "zone": pool.location,
+                "instance_type": pool.instance_type,
+                "market": pool.market,
+            }
             row = session.get(UnavailableRow, key)
             if row is None:
                 row = UnavailableRow(**key, until=until, reason=reason)
@@ -155,7 +175,7 @@ class StateStore(Database):
             session.add(row)
             session.commit()
 
-    def unavailable(self, now: datetime) -> dict[Pool4, str]:
+    def unavailable(self, now: datetime) -> dict[Site, str]:
         self.ensure_schema()
         rows = self._records("SELECT cloud, zone, instance_type, market, until, reason FROM gpuprov_unavailable", {})
         return {

@@ -30,7 +30,7 @@ from gpuprov.errors import (
     QuotaError,
     TransientError,
 )
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, Market, Site
 from provisioner.base import (
     OWNER_TAG,
     TOKEN_TAG,
@@ -93,15 +93,19 @@ class AwsDriver:
             self._launchers[region] = self._session.client("ec2", region_name=region, config=self._once)
         return self._launchers[region]
 
-    def _translate(self, what: str, exc: Any, pool: tuple[str, str, str, str] | None = None) -> ProvisioningError:
+    def _translate(self, what: str, exc: Any, pool: Site | None = None) -> ProvisioningError:
         """gpuprov's error for an EC2 ClientError (never echoing credentials)."""
         code = sdk_aws.code_of(exc)
         message = exc.response.get("Error", {}).get("Message", "")
         found = sdk_aws.kind(exc)
         if pool is not None and found is sdk_aws.ErrorKind.QUOTA:
-            return QuotaError(f"AWS quota reached for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
+            return QuotaError(
+                f"AWS quota reached for {pool.instance_type} {pool.market} in {pool.location}: {code}", pool=pool
+            )
         if pool is not None and found is sdk_aws.ErrorKind.CAPACITY:
-            return CapacityError(f"AWS has no capacity for {pool[2]} {pool[3]} in {pool[1]}: {code}", pool=pool)
+            return CapacityError(
+                f"AWS has no capacity for {pool.instance_type} {pool.market} in {pool.location}: {code}", pool=pool
+            )
         if found is sdk_aws.ErrorKind.AUTH:
             return CredentialsError(
                 f"AWS refused the credentials for {what}: {code}",
@@ -111,7 +115,7 @@ class AwsDriver:
             return TransientError(f"AWS {what} kept failing after retries: {code}")
         return ProvisioningError(f"AWS {what} failed: {code}: {message}")
 
-    def _call(self, what: str, fn: Any, pool: tuple[str, str, str, str] | None = None, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Any, pool: Site | None = None, **kwargs: Any) -> Any:
         """Call EC2 and translate its failures into gpuprov's error tree."""
         try:
             return fn(**kwargs)
@@ -226,7 +230,7 @@ class AwsDriver:
                 "no AWS image (AMI id) configured", hint="set aws.image in the gpuprov config file or GPUPROV_AWS_IMAGE"
             )
         zone = self.zone_name(request.region, request.zone) if request.zone else None
-        pool = (Cloud.AWS.value, request.zone or request.region, request.instance_type, request.market.value)
+        pool = Site(Cloud.AWS.value, request.zone or request.region, request.instance_type, request.market.value)
         tags = [{"Key": k, "Value": v} for k, v in sorted(request.tags().items())]
         params: dict[str, Any] = {
             "ImageId": self.image,

@@ -43,7 +43,7 @@ from gpuprov.errors import (
     QuotaError,
     TransientError,
 )
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, Market, Site
 from provisioner.base import (
     OWNER_TAG,
     InstanceHandle,
@@ -88,8 +88,6 @@ STATES = {
 NOT_LIVE = frozenset({"Deleting"})
 RECREATE = frozenset({"Failed", "Canceled"})
 
-Pool = tuple[str, str, str, str]
-
 
 def vm_name(token: str) -> str:
     return f"gpuprov-{token}"
@@ -115,7 +113,7 @@ def _error_codes(error: Any) -> tuple[set[str], str]:
     return codes, message
 
 
-def translate(exc: BaseException, pool: Pool, what: str) -> ProvisioningError:
+def translate(exc: BaseException, pool: Site, what: str) -> ProvisioningError:
     """Map an azure-core error to gpuprov's tree. Messages carry ARM codes, never credentials."""
     from azure.core import exceptions as aexc
 
@@ -153,7 +151,7 @@ def translate(exc: BaseException, pool: Pool, what: str) -> ProvisioningError:
 
 
 @contextlib.contextmanager
-def _boundary(pool: Pool, what: str) -> Iterator[None]:
+def _boundary(pool: Site, what: str) -> Iterator[None]:
     from azure.core import exceptions as aexc
 
     try:
@@ -244,7 +242,7 @@ class AzureDriver:
     # -- the three verbs ----------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> InstanceHandle:
         name = vm_name(request.token)
-        pool: Pool = (Cloud.AZURE.value, request.zone or request.region, request.instance_type, request.market.value)
+        pool = Site(Cloud.AZURE.value, request.zone or request.region, request.instance_type, request.market.value)
         what = f"azure launch {request.instance_type} ({request.market.value}) in {request.region}"
         if request.region != self.location:
             raise ConfigError(
@@ -263,7 +261,7 @@ class AzureDriver:
         return self._handle(dict(vm.as_dict()))
 
     def describe(self, owner: str) -> list[InstanceHandle]:
-        pool: Pool = (Cloud.AZURE.value, self.location, "", "")
+        pool = Site(Cloud.AZURE.value, self.location, "", "")
         with _boundary(pool, f"azure describe (owner {owner})"):
             vms = [dict(vm.as_dict()) for vm in self._vms().list(self.resource_group)]
         handles = [
@@ -277,7 +275,7 @@ class AzureDriver:
         from azure.core.exceptions import ResourceNotFoundError
 
         pollers: list[tuple[Any, str]] = []
-        pool: Pool = (Cloud.AZURE.value, self.location, "", "")
+        pool = Site(Cloud.AZURE.value, self.location, "", "")
         for name in instance_ids:
             with _boundary(pool, f"azure terminate {name}"):
                 try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov.errors import CapacityError, TransientError
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, Market, Site
 from provisioner.base import InstanceHandle, LaunchRequest
 
 LIVE = ("pending", "running")
@@ -129,7 +129,7 @@ class FakeDriver:
             if used >= self.capacity[key]:
                 raise CapacityError(
                     f"no capacity for {request.instance_type} {request.market} in {key[0]}",
-                    pool=(self.cloud.value, key[0], request.instance_type, request.market.value),
+                    pool=Site(self.cloud.value, key[0], request.instance_type, request.market.value),
                 )
         self._seq += 1
         handle = InstanceHandle(

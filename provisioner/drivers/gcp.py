@@ -51,7 +51,7 @@ from gpuprov.errors import (
     QuotaError,
     TransientError,
 )
-from gpuprov.models import Cloud, Market
+from gpuprov.models import Cloud, Market, Site
 from provisioner.base import (
     OWNER_TAG,
     TAGS,
@@ -97,8 +97,6 @@ NOT_LIVE = frozenset({"TERMINATED"})
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-
-Pool = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +170,7 @@ def _operation_codes(lro: Any) -> set[str]:
     return {str(e.code) for e in getattr(error, "errors", None) or () if e.code}
 
 
-def translate(exc: BaseException, pool: Pool, what: str, codes: Iterable[str] = ()) -> ProvisioningError:
+def translate(exc: BaseException, pool: Site, what: str, codes: Iterable[str] = ()) -> ProvisioningError:
     """Map a google error to gpuprov's tree. Messages name codes and statuses, never credentials."""
     all_codes = _codes(exc) | set(codes)
     status = getattr(exc, "code", None)
@@ -223,7 +221,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _boundary(pool: Pool, what: str) -> Iterator[None]:
+def _boundary(pool: Site, what: str) -> Iterator[None]:
     """Translate SDK exceptions raised inside the block, chaining the original."""
     import requests
     from google.api_core import exceptions as gexc
@@ -310,7 +308,7 @@ class GcpDriver:
             self._policies = _sdk().ResourcePoliciesClient(credentials=self._credentials, transport="rest")
         return self._policies
 
-    def compact_placement(self, region: str, name: str, pool: Pool, what: str) -> str:
+    def compact_placement(self, region: str, name: str, pool: Site, what: str) -> str:
         """The gang's compact placement resource policy (``groupPlacementPolicy.collocation:
         COLLOCATED``), created if missing: idempotent by name (a GET first, and a concurrent
         creation's ``alreadyExists`` counts as done). Returns its URL for ``resourcePolicies``."""
@@ -355,7 +353,7 @@ class GcpDriver:
             timeout=p.retry_deadline,
         )
 
-    def _wait(self, lro: Any, pool: Pool, what: str, ignore: frozenset[str] = frozenset()) -> None:
+    def _wait(self, lro: Any, pool: Site, what: str, ignore: frozenset[str] = frozenset()) -> None:
         """Wait for a zone operation; raise the translated error of a failed one (unless all its
         error codes are in ``ignore``)."""
         from google.api_core import exceptions as gexc
@@ -399,7 +397,7 @@ class GcpDriver:
     def launch(self, request: LaunchRequest) -> InstanceHandle:
         zone = self._zone_for(request)
         name = instance_name(request.token)
-        pool: Pool = (Cloud.GCP.value, zone, request.instance_type, request.market.value)
+        pool = Site(Cloud.GCP.value, zone, request.instance_type, request.market.value)
         what = f"gcp launch {request.instance_type} ({request.market.value}) in {zone}"
         with _boundary(pool, what):
             existing = self._get(zone, name)
@@ -417,7 +415,7 @@ class GcpDriver:
             raise TransientError(f"{what}: the instance was gone right after its creation (preempted?)")
         return self._handle(created)
 
-    def _insert(self, request: LaunchRequest, zone: str, name: str, pool: Pool, what: str) -> None:
+    def _insert(self, request: LaunchRequest, zone: str, name: str, pool: Site, what: str) -> None:
         from google.api_core import exceptions as gexc
 
         compute_v1 = _sdk()
@@ -439,7 +437,7 @@ class GcpDriver:
         compute_v1 = _sdk()
         label = label_value(owner)
         query = f'labels.{OWNER_TAG} = "{label}"'
-        pool: Pool = (Cloud.GCP.value, "", "", "")
+        pool = Site(Cloud.GCP.value, "", "", "")
         found: list[Any] = []
         with _boundary(pool, f"gcp describe (owner {owner})"):
             if self.zones:
@@ -456,12 +454,12 @@ class GcpDriver:
         return sorted((h for h in handles if h.owner == owner), key=lambda h: h.instance_id)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        pending: list[tuple[Any, Pool, str]] = []
+        pending: list[tuple[Any, Site, str]] = []
         for instance_id in instance_ids:
             zone, _, name = instance_id.partition("/")
             if not zone or not name or "/" in name:
                 raise ProvisioningError(f"not a GCP instance id ('<zone>/<name>'): {instance_id!r}")
-            pool: Pool = (Cloud.GCP.value, zone, "", "")
+            pool = Site(Cloud.GCP.value, zone, "", "")
             what = f"gcp terminate {instance_id}"
             with _boundary(pool, what):
                 lro = self._delete(zone, name)

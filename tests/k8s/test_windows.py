@@ -183,10 +183,10 @@ def test_apply_window_sends_exactly_the_windows_patches(fake_api: tuple[FakeApi,
     pid = _save("day-night")
     r = runner.invoke(app, ["k8s", "apply-window", pid, "--window", "night", "--kubeconfig", str(kubeconfig)])
     assert r.exit_code == 0, r.output
-    from gpuprov.commands.terraform import _load_plan
+    from gpuprov.commands import common
     from k8s.render import find_window
 
-    doc = _load_plan(pid)
+    doc = common.load_plan(pid)
     w = find_window(doc, "night")
     assert w is not None
     want = window_patches(doc, w, Params())
