@@ -99,10 +99,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer, PoolKey, Site, Workload
+from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer, PoolKey, Site, Workload, WorkloadSite
 
 OfferKey = PoolKey
-WorkloadSite = tuple[str, str, str, str, str]  # a Site and a workload: what runs now, when rebalancing
 
 
 def family_of(instance_type: str) -> str:

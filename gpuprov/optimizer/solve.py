@@ -20,7 +20,7 @@ from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from gpuprov.errors import InfeasibleError, SolverError
-from gpuprov.models import Allocation, Market, Offer, Plan, Reservation, SolveStatus, Workload
+from gpuprov.models import Allocation, Market, Offer, Plan, Reservation, SolveStatus, Workload, WorkloadSite
 from gpuprov.optimizer import explain
 from gpuprov.optimizer.problem import (
     PlanRequest,
@@ -277,7 +277,7 @@ def _migration(m: Model, request: PlanRequest) -> Terms:
         hours = float(request.migration_hours.get(wn, Decimal(0)))
         if hours <= 0:
             continue
-        have = request.incumbent.get((o.cloud.value, o.location, o.instance_type, o.market.value, wn), 0)
+        have = request.incumbent.get(WorkloadSite(o.cloud.value, o.location, o.instance_type, o.market.value, wn), 0)
         n = m.prob.add_variable(f"n_{i}_{wn}", 0, None)
         m.add([(n, 1), (var, -1)], pulp.LpConstraintGE, -have, f"mig_{i}_{wn}")
         terms.append((n, float(o.hourly_usd) * hours))
