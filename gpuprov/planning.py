@@ -11,7 +11,7 @@ import fnmatch
 import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -149,6 +149,14 @@ def policy_spec(
         gap=gap,
         time_limit_s=time_limit_s,
     )
+
+
+def with_curve(
+    spec: pd.RequestSpec, context: Context, curve: Mapping[str, Sequence[int]]
+) -> tuple[pd.RequestSpec, Context]:
+    """A policy planned on an hourly demand curve (``plan --demand``) instead of its schedule's
+    windows: the curve's demand, and no windows (every hour may differ)."""
+    return replace(spec, demand={k: tuple(v) for k, v in curve.items()}), replace(context, windows=())
 
 
 def _match(value: str, globs: Sequence[str]) -> bool:

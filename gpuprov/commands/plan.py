@@ -23,6 +23,9 @@ def register(app: typer.Typer) -> None:
             None, "--policy", "-p", help="policy file or preset: constant, day-night, weekday-weekend"
         ),
         hours: int = typer.Option(None, "--hours", help="plan horizon with a policy: 24 or 168"),
+        demand: str = typer.Option(
+            None, "--demand", help="with --policy: GPUs per workload for every hour, from a CSV (hour,<workload>,…)"
+        ),
         timezone: str = typer.Option(None, "--timezone", help="the policy's local time zone, e.g. Europe/Berlin"),
         node_gpus: int = typer.Option(None, "--node-gpus", help="GPUs per node; 8 or more makes a one-zone gang"),
         markets: list[str] = typer.Option(None, "--markets", help="allowed markets (default: all)"),
@@ -68,8 +71,15 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--chart writes a PNG: give a file name ending in .png, got {chart!r}")
         from gpuprov import planning
 
+        if demand is not None and gpus is not None:
+            raise UsageError("--demand gives the GPUs of every hour; leave out --gpus")
         if policy is None:
-            for flag, value in (("--hours", hours), ("--timezone", timezone), ("--budget", budget)):
+            for flag, value in (
+                ("--hours", hours),
+                ("--timezone", timezone),
+                ("--budget", budget),
+                ("--demand", demand),
+            ):
                 if value is not None:
                     raise UsageError(f"{flag} goes with --policy")
             if gpus is None or gpu_type is None:
@@ -97,8 +107,15 @@ def register(app: typer.Typer) -> None:
 
             if timezone is not None:
                 loader.parse_timezone(timezone, "--timezone")
+            base = loader.load(policy)
+            curve = None
+            if demand is not None:
+                from policies import curve as curves
+
+                curve = curves.read(demand, list(base.workloads), hours or base.horizon_hours)
+                gpus = max(sum(row) for row in zip(*curve.values(), strict=True))
             pol = constraints.apply(
-                loader.load(policy),
+                base,
                 constraints.Overrides(
                     gpu=gpu_type,
                     gpus=gpus,
@@ -119,6 +136,8 @@ def register(app: typer.Typer) -> None:
             names = resolve(pol.gpu)
             spec = planning.policy_spec(pol, names, solver, gap, time_limit)
             context = planning.policy_context(pol)
+            if curve is not None:  # the curve replaces the schedule: no windows, a demand per hour
+                spec, context = planning.with_curve(spec, context, curve)
             max_age, total = pol.max_price_age_hours, pol.gpus
         catalog, snapshots = common.open_catalog()
         offers = common.read_offers(catalog, names)

@@ -69,7 +69,7 @@ MIN_VARIABLES = 20_000
 START_LOCATIONS = 2  # N's locations in the first restricted model, beyond the spread's minimum
 ADD_PER_ROUND = 3  # locations added per round of column generation
 MAX_ROUNDS = 8
-MAX_SITES = 6  # sites given their own multipliers (and MILP) beyond the first
+MAX_SITES = 40  # sites given their own multipliers (and a rounding) beyond the first, within the time limit
 INF = math.inf
 
 
@@ -258,37 +258,57 @@ def V(s: Shape, loc: str, pi: Sequence[float], mu: Sequence[float]) -> float:
 
 
 def J(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
-    """G's whole cover at the site and N at its location, sharing the site's reservations."""
+    """G's whole cover at the site and N at its location, sharing the site's reservations.
+
+    One pool at the cheaper of G's reserved rate ρ_G and N's ρ_N there serves both; G pays the
+    difference ρ_G − ρ_N per GPU-hour it uses the pool (never more than a reservation of G's
+    type paid every hour: a relaxation). Without a reservation for G at the site, N's location
+    is priced alone (V) beside G's cover without reservations."""
     assert s.gang is not None
     g = s.sites[site]
     n = s.locations.get(site[0], Rates())
-    shared = g.reserved
-    extra = n.reserved if n.reserved < shared else INF
-    base, n_units = location_value(s, n, pi, mu, extra)
+    frac = s.gang.max_spot_fraction
+    if g.reserved == INF:
+        base = 0.0
+        for p, d in enumerate(s.d_gang):
+            if d <= 0:
+                continue
+            spot_max = math.floor(frac * d) if g.spot < INF else 0
+            if g.on_demand == INF and spot_max < d:
+                return INF  # G cannot be covered at this site
+            od = g.on_demand if g.on_demand < INF else g.spot
+            cheap = min(g.spot, od)
+            base += s.weights[p] * (cheap * spot_max + od * (d - spot_max))
+        return base + (V(s, site[0], pi, mu) if site[0] in s.locations else 0.0)
+    rate = min(g.reserved, n.reserved)
+    premium = g.reserved - rate
+    base, n_units = location_value(s, n, pi, mu)
     units: list[Units] = []
     required: list[float] = []
-    frac = s.gang.max_spot_fraction
     for p, d in enumerate(s.d_gang):
         mine = list(n_units[p])
         need = 0.0
         if d > 0:
             w = s.weights[p]
             spot_max = math.floor(frac * d) if g.spot < INF else 0
+            pieces: list[tuple[float, float]] = []
             if g.on_demand == INF:  # what spot may not carry only reservations can
                 need = float(d - spot_max)
+                base += w * premium * need
                 if spot_max:
-                    base += w * g.spot * spot_max
-                    mine.append((w * g.spot, float(spot_max)))
+                    pieces.append((g.spot, float(spot_max)))
             elif g.spot < g.on_demand and spot_max > 0:
-                base += w * (g.spot * spot_max + g.on_demand * (d - spot_max))
-                mine += [(w * g.on_demand, float(d - spot_max)), (w * g.spot, float(spot_max))]
+                pieces += [(g.on_demand, float(d - spot_max)), (g.spot, float(spot_max))]
             else:
-                base += w * g.on_demand * d
-                mine.append((w * g.on_demand, float(d)))
+                pieces.append((g.on_demand, float(d)))
+            for price, count in pieces:
+                base += w * price * count
+                if price > premium:
+                    mine.append((w * (price - premium), count))
         mine.sort(key=lambda t: -t[0])
         units.append(mine)
         required.append(need)
-    return min_pool(s.hours, shared, base, units, required)
+    return min_pool(s.hours, rate, base, units, required)
 
 
 @dataclass
@@ -390,18 +410,22 @@ def price(
     the last LP's solution (values by variable name)."""
     locations = start
     values: dict[str, float] = {}
-    for _ in range(MAX_ROUNDS):
+    for rounds in range(1, MAX_ROUNDS + 1):
         lp = solve_lp(s, site, locations)
         if lp is None:
             return None
         pi, mu, value, values = lp
         bounds.update(pi, mu)
         here = {site[0]} if site else set()
+        # the column-generation bound of this site: its restricted LP (every column of the site
+        # and of these locations) plus the most the other locations could still take off
+        omitted = sum(V(s, loc, pi, mu) for loc in s.locations if loc not in locations and loc not in here)
+        bounds.best[site] = max(bounds.best.get(site, -INF), value + omitted)
         tol = 1e-7 * max(1.0, abs(value))
         gains = sorted((V(s, loc, pi, mu), loc) for loc in s.locations if loc not in locations and loc not in here)
         new = [loc for v, loc in gains[:ADD_PER_ROUND] if v < -tol]
-        if not new:
-            break
+        if not new or rounds == MAX_ROUNDS:
+            break  # (the values returned are always those of the locations returned)
         locations = locations | frozenset(new)
     return locations, values
 
@@ -455,7 +479,9 @@ def solve(request: PlanRequest, prepared: Prepared) -> Outcome | None:
             priced[k] = got
             if bounds.best[k] >= ub * (1 - gap):
                 continue
-        value = _whole(s, k, priced[k], min(bounds.best.values()), started)
+        # the MILP only for the first site; the others (near-ties on their bounds) are rounded:
+        # a MILP lowers the plan's cost a little, never the bound
+        value = _whole(s, k, priced[k], min(bounds.best.values()), started, milp=best is None)
         if value is not None and value[0] < ub:
             best = (value[0], value[1], k)
     if best is None:
@@ -480,17 +506,19 @@ def _whole(
     priced: tuple[frozenset[str], dict[str, float]],
     lower: float,
     started: float,
+    milp: bool = True,
 ) -> tuple[float, Model] | None:
     """Whole instances for a site's restricted model: its LP rounded and, when that is not within
-    the gap of the bound, the MILP (started from the rounding) in the time left."""
+    the gap of the bound (or there is no rounding), the MILP started from it in the time left."""
     from gpuprov.optimizer.rounding import round_lp
     from gpuprov.optimizer.solve import _run
 
     request = s.request
     model = _model(s, site, priced[0], relaxed=False)
     value = round_lp(model, request, priced[1], s.smallest)
-    if value is not None and value - lower <= request.gap * value:
+    if value is not None and (value - lower <= request.gap * value or not milp):
         return value, model
+    kept = {v: v.varValue for v in model.prob.variables()}
     left = request.time_limit_s - (time.monotonic() - started)
     if left >= 1:
         status, _bound = _run(
@@ -502,5 +530,6 @@ def _whole(
                 return solved, model
     if value is None:
         return None
-    round_lp(model, request, priced[1], s.smallest)  # the MILP did no better: the rounding again
+    for v, x in kept.items():  # the MILP did no better: the rounding again
+        v.varValue = x
     return value, model
