@@ -264,3 +264,61 @@ def test_gang_takes_one_gpu_model_even_when_mixing_would_be_cheaper() -> None:
         PlanRequest(gpu="A100", workloads=(replace(w, gang=False),), demand={"training": (16,)}, offers=offers, gap=0.0)
     )
     assert free.total_cost_usd == D(21)
+
+
+def test_cbc_preprocessing_does_not_miss_the_optimum_on_node_sized_rows() -> None:
+    """Found by a random search against HiGHS: 2-GPU nodes, demand 7 in two slots, a spread cap
+    of 4 GPUs per location. The optimum covers 7 with 2 reserved nodes elsewhere and 2 on-demand
+    nodes here (2 × 26.5623 a slot); CBC 2.10's preprocessing answered "optimal" with one on-demand
+    and one dearer spot node instead (1021.15124), until rows over whole nodes were divided by
+    their gcd. The offers are the search's, all of them (smaller sets do not trip CBC)."""
+
+    def o(region: str, zone: str | None, market: str, gpus: int, price: str, link: str | None = None) -> Offer:
+        return Offer(
+            cloud=Cloud.AWS,
+            region=region,
+            zone=zone,
+            instance_type=f"40GBx{gpus}{'-' + link if link else ''}",
+            gpu="A100-40GB",
+            gpus_per_instance=gpus,
+            gpu_memory_gib=40,
+            vcpus=8,
+            memory_gib=D(64),
+            market=Market(market),
+            hourly_usd=D(price),
+            interconnect=link,
+        )
+
+    offers = [
+        o("r2", "r2b", "spot", 1, "32.2711"),
+        o("r2", "r2b", "reserved_1y", 2, "29.6909"),
+        o("r1", "r1a", "on_demand", 2, "26.5623", "nvlink"),
+        o("r1", "r1a", "on_demand", 8, "147.3594", "nvlink"),
+        o("r1", "r1a", "spot", 2, "26.2059"),
+        o("r1", "r1c", "on_demand", 1, "21.3593"),
+        o("r1", "r1a", "reserved_3y", 8, "231.9488"),
+        o("r1", "r1a", "spot", 2, "25.5309", "nvlink"),
+        o("r2", "r2b", "on_demand", 4, "56.891"),
+        o("r1", "r1b", "on_demand", 1, "13.2277"),
+        o("r1", "r1b", "on_demand", 4, "121.0478", "nvlink"),
+        o("r2", None, "reserved_1y", 4, "67.0614"),
+        o("r2", "r2b", "on_demand", 8, "136.9479"),
+        o("r1", "r1c", "on_demand", 4, "91.1955"),
+        o("r1", "r1b", "reserved_1y", 1, "12.1599"),
+        o("r1", "r1a", "on_demand", 1, "13.9932", "nvlink"),
+    ]
+    w = Workload("inference", D("0.5"), 2, spread_zones=2, lost_hours_per_interruption=D(1))
+    req = PlanRequest(
+        gpu="A100",
+        workloads=(w,),
+        demand={"inference": (20, 2, 0, 7, 7)},
+        offers=offers,
+        interruptions_per_hour={"aws": D("0.3"), "gcp": D("0.01")},
+        gap=0.0,
+        method="monolithic",
+    )
+    plan = solve(req)
+    # by hand: 5 reserved 2-GPU nodes all week (5 × 29.6909 × 5 h), and 2-GPU on-demand nodes:
+    # 5 in slot 0, 1 in slot 1, 2 in each of slots 3 and 4
+    want = 5 * D("29.6909") * 5 + (5 + 1 + 2 + 2) * D("26.5623")
+    assert plan.objective_usd == want, (plan.objective_usd, want)

@@ -360,7 +360,8 @@ def _model(s: Shape, site: tuple[str, str] | None, locations: frozenset[str], re
 
     allow = _allow(s, site, locations)
     offers = [o for o in s.offers if any(eligible(o, w) and allow(o, w) for w in s.request.workloads)]
-    return build(s.request, offers, allow=allow, smallest=s.smallest, spread_counts=not relaxed)
+    # the LPs keep rows in GPUs (their duals are prices per GPU); the MILP's rows are tightened
+    return build(s.request, offers, allow=allow, smallest=s.smallest, spread_counts=not relaxed, normalize=not relaxed)
 
 
 def solve_lp(

@@ -71,12 +71,36 @@ class Model:
     rows: dict[tuple[str, str, int], Any] = field(default_factory=dict)  # ("cover"|"spot", workload, profile)
     used: dict[tuple[str, int, str], Any] = field(default_factory=dict)  # u[w,k,t] by (workload, profile, place)
 
+    normalize: bool = True  # divide all-integer rows by their coefficients' gcd (see add)
+
     def add(self, terms: Sequence[tuple[Any, float]], sense: int, rhs: float, name: str) -> Any:
+        """Add a row. A ≤ or ≥ row over integer variables with integral coefficients is divided by
+        the coefficients' gcd and its right-hand side rounded inward (the same whole solutions):
+        CBC 2.10's preprocessing returned a wrong "optimal" plan on rows it would tighten this way
+        itself (e.g. 2x + 2y ≥ 7 covering 7 GPUs with 2-GPU nodes; tests/test_optimizer_exact.py)."""
         import pulp
 
+        if self.normalize and sense != pulp.LpConstraintEQ:
+            terms, rhs = _tightened(terms, sense, rhs)
         row = pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs)
         self.prob.addConstraint(row)
         return row
+
+
+def _tightened(terms: Sequence[tuple[Any, float]], sense: int, rhs: float) -> tuple[Sequence[tuple[Any, float]], float]:
+    import pulp
+
+    g = 0
+    for var, c in terms:
+        if var.cat != pulp.LpInteger or not float(c).is_integer():
+            return terms, rhs
+        g = math.gcd(g, int(c))
+    if g <= 1:
+        return terms, rhs
+    bound = rhs / g
+    return [(var, int(c) // g) for var, c in terms], (
+        math.floor(bound + 1e-9) if sense == pulp.LpConstraintLE else math.ceil(bound - 1e-9)
+    )
 
 
 def _pulp() -> Any:
@@ -105,6 +129,7 @@ def build(
     allow: Allow | None = None,
     smallest: Mapping[str, int] | None = None,
     spread_counts: bool = True,
+    normalize: bool = True,
 ) -> Model:
     """The model of problem.py on these offers. ``allow`` narrows which offers a workload may use
     (the decomposition fixes a gang's site and the locations in play); ``smallest`` fixes the
@@ -124,6 +149,7 @@ def build(
         [o for o in offers if not o.market.is_reserved],
         [o for o in offers if o.market.is_reserved],
         P,
+        normalize=normalize,
     )
     le, ge = pulp.LpConstraintLE, pulp.LpConstraintGE
     integer = pulp.LpInteger
