@@ -258,6 +258,49 @@ def V(s: Shape, loc: str, pi: Sequence[float], mu: Sequence[float]) -> float:
 
 
 def J(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
+    """G's whole cover at the site and N at its location, sharing the site's reservations: the
+    larger of two relaxations of the same subproblem (each a lower bound; neither dominates)."""
+    return max(_j_premium(s, site, pi, mu), _j_hourly(s, site, pi, mu))
+
+
+def _j_hourly(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
+    """One pool at G's reserved rate serves both; N's cheaper reservation at the site, if any, is
+    counted per GPU-hour N uses it (a reservation is paid every hour: a relaxation)."""
+    assert s.gang is not None
+    g = s.sites[site]
+    n = s.locations.get(site[0], Rates())
+    if g.reserved == INF:
+        return _j_premium(s, site, pi, mu)  # exact there
+    extra = n.reserved if n.reserved < g.reserved else INF
+    base, n_units = location_value(s, n, pi, mu, extra)
+    units: list[Units] = []
+    required: list[float] = []
+    frac = s.gang.max_spot_fraction
+    for p, d in enumerate(s.d_gang):
+        mine = list(n_units[p])
+        need = 0.0
+        if d > 0:
+            w = s.weights[p]
+            spot_max = math.floor(frac * d) if g.spot < INF else 0
+            pieces: list[tuple[float, float]] = []
+            if g.on_demand == INF:
+                need = float(d - spot_max)
+                if spot_max:
+                    pieces.append((g.spot, float(spot_max)))
+            elif g.spot < g.on_demand and spot_max > 0:
+                pieces += [(g.on_demand, float(d - spot_max)), (g.spot, float(spot_max))]
+            else:
+                pieces.append((g.on_demand, float(d)))
+            for price, count in pieces:
+                base += w * price * count
+                mine.append((w * price, count))
+        mine.sort(key=lambda t: -t[0])
+        units.append(mine)
+        required.append(need)
+    return min_pool(s.hours, g.reserved, base, units, required)
+
+
+def _j_premium(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
     """G's whole cover at the site and N at its location, sharing the site's reservations.
 
     One pool at the cheaper of G's reserved rate ρ_G and N's ρ_N there serves both; G pays the
@@ -440,7 +483,7 @@ def _first_locations(s: Shape) -> frozenset[str]:
     return frozenset(ranked[: max(1, s.other.spread_zones) + START_LOCATIONS])
 
 
-def solve(request: PlanRequest, prepared: Prepared) -> Outcome | None:
+def solve(request: PlanRequest, prepared: Prepared, milp: bool = True) -> Outcome | None:
     """The plan (the best restricted model, rounded from its LP or solved as a MILP) and the bound
     proven on the whole model; None when this method cannot answer (the caller then solves the
     whole model)."""
@@ -480,9 +523,10 @@ def solve(request: PlanRequest, prepared: Prepared) -> Outcome | None:
             priced[k] = got
             if bounds.best[k] >= ub * (1 - gap):
                 continue
-        # the MILP only for the first site; the others (near-ties on their bounds) are rounded:
-        # a MILP lowers the plan's cost a little, never the bound
-        value = _whole(s, k, priced[k], min(bounds.best.values()), started, milp=best is None)
+        # the MILP only for the first site, and only when the rounding is not within the gap of
+        # the site's own bound (no MILP of this site can go below it); the others (near-ties on
+        # their bounds) are rounded: a MILP lowers the plan's cost a little, never the bound
+        value = _whole(s, k, priced[k], bounds.best[k], started, milp=milp and best is None)
         if value is not None and value[0] < ub:
             best = (value[0], value[1], k)
     if best is None:
