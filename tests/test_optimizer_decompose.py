@@ -18,29 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuprov.errors import InfeasibleError
-from gpuprov.models import Cloud, Market, Offer, Plan, Workload
+from gpuprov.models import Market, Offer, Plan, Workload
 from gpuprov.optimizer import decompose
 from gpuprov.optimizer.problem import PlanRequest, gang_site, spread_cap
 from gpuprov.optimizer.reduce import prepare
 from gpuprov.optimizer.solve import solve
+from tests.test_optimizer_exact import off
 
 RATE = {"aws": D("0.02")}
-
-
-def off(zone: str, market: str, gpus: int, price: int, gpu: str = "A100-40GB") -> Offer:
-    return Offer(
-        cloud=Cloud.AWS,
-        region="r1",
-        zone=zone,
-        instance_type=f"{gpu[-4:]}x{gpus}-{market[:2]}",
-        gpu=gpu,
-        gpus_per_instance=gpus,
-        gpu_memory_gib=40,
-        vcpus=8,
-        memory_gib=D(64),
-        market=Market(market),
-        hourly_usd=D(price),
-    )
 
 
 offer_st = st.builds(

@@ -258,74 +258,47 @@ def V(s: Shape, loc: str, pi: Sequence[float], mu: Sequence[float]) -> float:
 
 
 def J(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
-    """G's whole cover at the site and N at its location, sharing the site's reservations: the
-    larger of two relaxations of the same subproblem (each a lower bound; neither dominates)."""
-    return max(_j_premium(s, site, pi, mu), _j_hourly(s, site, pi, mu))
-
-
-def _j_hourly(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
-    """One pool at G's reserved rate serves both; N's cheaper reservation at the site, if any, is
-    counted per GPU-hour N uses it (a reservation is paid every hour: a relaxation)."""
-    assert s.gang is not None
-    g = s.sites[site]
-    n = s.locations.get(site[0], Rates())
-    if g.reserved == INF:
-        return _j_premium(s, site, pi, mu)  # exact there
-    extra = n.reserved if n.reserved < g.reserved else INF
-    base, n_units = location_value(s, n, pi, mu, extra)
-    units: list[Units] = []
-    required: list[float] = []
-    frac = s.gang.max_spot_fraction
-    for p, d in enumerate(s.d_gang):
-        mine = list(n_units[p])
-        need = 0.0
-        if d > 0:
-            w = s.weights[p]
-            spot_max = math.floor(frac * d) if g.spot < INF else 0
-            pieces: list[tuple[float, float]] = []
-            if g.on_demand == INF:
-                need = float(d - spot_max)
-                if spot_max:
-                    pieces.append((g.spot, float(spot_max)))
-            elif g.spot < g.on_demand and spot_max > 0:
-                pieces += [(g.on_demand, float(d - spot_max)), (g.spot, float(spot_max))]
-            else:
-                pieces.append((g.on_demand, float(d)))
-            for price, count in pieces:
-                base += w * price * count
-                mine.append((w * price, count))
-        mine.sort(key=lambda t: -t[0])
-        units.append(mine)
-        required.append(need)
-    return min_pool(s.hours, g.reserved, base, units, required)
-
-
-def _j_premium(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequence[float]) -> float:
     """G's whole cover at the site and N at its location, sharing the site's reservations.
 
-    One pool at the cheaper of G's reserved rate ρ_G and N's ρ_N there serves both; G pays the
-    difference ρ_G − ρ_N per GPU-hour it uses the pool (never more than a reservation of G's
-    type paid every hour: a relaxation). Without a reservation for G at the site, N's location
-    is priced alone (V) beside G's cover without reservations."""
+    Without a reservation for G at the site, N's location is priced alone (V) beside G's cover
+    without reservations (exact). Otherwise the larger of two relaxations (neither dominates):
+    one pool at G's reserved rate ρ_G serves both, N's cheaper reservation ρ_N there, if any,
+    counted per GPU-hour N uses it; or one pool at min(ρ_G, ρ_N) serves both and G pays
+    ρ_G − ρ_N per GPU-hour it uses the pool. A reservation is paid every hour, so each costs
+    no more than the subproblem itself."""
     assert s.gang is not None
     g = s.sites[site]
     n = s.locations.get(site[0], Rates())
-    frac = s.gang.max_spot_fraction
     if g.reserved == INF:
         base = 0.0
         for p, d in enumerate(s.d_gang):
             if d <= 0:
                 continue
-            spot_max = math.floor(frac * d) if g.spot < INF else 0
+            spot_max = math.floor(s.gang.max_spot_fraction * d) if g.spot < INF else 0
             if g.on_demand == INF and spot_max < d:
                 return INF  # G cannot be covered at this site
             od = g.on_demand if g.on_demand < INF else g.spot
-            cheap = min(g.spot, od)
-            base += s.weights[p] * (cheap * spot_max + od * (d - spot_max))
+            base += s.weights[p] * (min(g.spot, od) * spot_max + od * (d - spot_max))
         return base + (V(s, site[0], pi, mu) if site[0] in s.locations else 0.0)
+    hourly = _pool(s, g, n, pi, mu, g.reserved, 0.0, n.reserved if n.reserved < g.reserved else INF)
     rate = min(g.reserved, n.reserved)
-    premium = g.reserved - rate
-    base, n_units = location_value(s, n, pi, mu)
+    return max(hourly, _pool(s, g, n, pi, mu, rate, g.reserved - rate, INF))
+
+
+def _pool(
+    s: Shape,
+    g: Rates,
+    n: Rates,
+    pi: Sequence[float],
+    mu: Sequence[float],
+    rate: float,
+    premium: float,
+    extra: float,
+) -> float:
+    """One pool of reserved GPUs at ``rate`` shared by G (paying ``premium`` a GPU-hour used) and
+    N (with ``extra`` a further per-GPU-hour alternative); each GPU goes where it saves most."""
+    assert s.gang is not None
+    base, n_units = location_value(s, n, pi, mu, extra)
     units: list[Units] = []
     required: list[float] = []
     for p, d in enumerate(s.d_gang):
@@ -333,7 +306,7 @@ def _j_premium(s: Shape, site: tuple[str, str], pi: Sequence[float], mu: Sequenc
         need = 0.0
         if d > 0:
             w = s.weights[p]
-            spot_max = math.floor(frac * d) if g.spot < INF else 0
+            spot_max = math.floor(s.gang.max_spot_fraction * d) if g.spot < INF else 0
             pieces: list[tuple[float, float]] = []
             if g.on_demand == INF:  # what spot may not carry only reservations can
                 need = float(d - spot_max)
