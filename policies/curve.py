@@ -17,6 +17,7 @@ import csv
 import io
 from collections.abc import Callable, Sequence
 from functools import partial
+from pathlib import Path
 
 from gpuprov.errors import ConfigError
 
@@ -26,17 +27,9 @@ MAX_GPUS = 1_000_000
 
 def read(path: str, workloads: Sequence[str], horizon: int) -> dict[str, tuple[int, ...]]:
     """GPUs each workload needs in each slot, from the curve at ``path``."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"--demand {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"--demand {path}: larger than {MAX_BYTES // 1024} KiB; a curve has {horizon} rows")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ConfigError(f"--demand {path}: not UTF-8 text") from None
+    from gpuprov.safeyaml import read_text
+
+    text = read_text(Path(path), f"--demand {path}", MAX_BYTES).removeprefix("\ufeff")
     if "\x00" in text:
         raise ConfigError(f"--demand {path}: not a CSV file (it holds NUL bytes)")
     return parse(text, path, workloads, horizon)

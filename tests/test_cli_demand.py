@@ -154,5 +154,7 @@ def test_demand_goes_with_a_policy_and_without_gpus(tmp_path: Path, policy: Path
     assert code == 2 and "--demand" in err
     code, _out, err = run("plan", "--policy", str(policy), "--gpus", "64", "--demand", str(curve))
     assert code == 2 and "leave out --gpus" in err
+    code, _out, err = run("plan", "--policy", str(policy), "--demand", str(curve), "--hours", "48")
+    assert code == 2 and "--hours must be 24 or 168" in err  # the flag is named, not the curve
     code, _out, err = run("plan", "--policy", str(policy), "--demand", str(tmp_path / "nope.csv"))
-    assert code == 2 and "cannot read it" in err
+    assert code == 2 and "cannot read" in err

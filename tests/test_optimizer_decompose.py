@@ -228,7 +228,6 @@ def test_a_week_that_never_repeats_is_solved_by_parts_within_the_gap() -> None:
     assert any(n.startswith("solved by parts") for n in parts.notes)
     assert parts.objective_usd is not None and parts.lower_bound_usd is not None
     proven = (parts.objective_usd - parts.lower_bound_usd) / parts.objective_usd
-    assert proven >= 0
     if parts.status == "Optimal":
         assert proven <= D("0.01")
     check_rules(req, parts)
@@ -251,7 +250,7 @@ def test_small_requests_are_also_solved_whole_when_the_parts_prove_too_little() 
         gap=0.0,
     )
     offers = prepare(req).offers
-    assert decompose.applicable(req, offers) and not decompose.large(req, offers)
+    assert decompose.applicable(req) and not decompose.large(req, offers)
     assert decompose.large(replace(req, method="decompose"), offers)
     parts = solve(replace(req, method="decompose"))
     whole = solve(replace(req, method="monolithic"))

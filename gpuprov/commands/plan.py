@@ -107,15 +107,8 @@ def register(app: typer.Typer) -> None:
 
             if timezone is not None:
                 loader.parse_timezone(timezone, "--timezone")
-            base = loader.load(policy)
-            curve = None
-            if demand is not None:
-                from policies import curve as curves
-
-                curve = curves.read(demand, list(base.workloads), hours or base.horizon_hours)
-                gpus = max(sum(row) for row in zip(*curve.values(), strict=True))
             pol = constraints.apply(
-                base,
+                loader.load(policy),
                 constraints.Overrides(
                     gpu=gpu_type,
                     gpus=gpus,
@@ -129,6 +122,14 @@ def register(app: typer.Typer) -> None:
                     regions=None if not region else tuple(common.split(region)),
                 ),
             )
+            curve = None
+            if demand is not None:  # read against the horizon the flags left (--hours checked)
+                from dataclasses import replace
+
+                from policies import curve as curves
+
+                curve = curves.read(demand, list(pol.workloads), pol.horizon_hours)
+                pol = replace(pol, gpus=max(sum(row) for row in zip(*curve.values(), strict=True)))
             if pol.gpu is None:
                 raise UsageError(f"policy {pol.name!r} names no GPU type; pass --type")
             if pol.gpus is None:

@@ -73,7 +73,7 @@ MAX_SITES = 40  # sites given their own multipliers (and a rounding) beyond the 
 INF = math.inf
 
 
-def applicable(request: PlanRequest, offers: Sequence[Offer]) -> bool:
+def applicable(request: PlanRequest) -> bool:
     """Whether the request has the shape solved by parts (one gang workload or none, one other,
     nothing that couples locations: no caps, budget, commitments or running fleet)."""
     if request.method == "monolithic" or not request.exact_reductions or request.capped:
@@ -202,7 +202,8 @@ def shape(request: PlanRequest, offers: list[Offer]) -> Shape:
     names = [w.name for w in request.workloads]
     d_other = [prof.demand[names.index(other.name)] for prof in P]
     d_gang = [prof.demand[names.index(gang.name)] for prof in P] if gang else [0] * len(P)
-    small = smallest_instance(offers, other)
+    smallest = {w.name: smallest_instance(offers, w) for w in request.workloads}
+    small = smallest[other.name]
     g_max = max((o.gpus_per_instance for o in offers if eligible(o, other)), default=1)
     caps = [
         0.0 if d <= 0 else float(spread_cap(d, other, small) if other.spread_zones >= 2 else d + g_max - 1)
@@ -217,7 +218,7 @@ def shape(request: PlanRequest, offers: list[Offer]) -> Shape:
         d_other,
         d_gang,
         caps,
-        {w.name: smallest_instance(offers, w) for w in request.workloads},
+        smallest,
     )
     by_loc: dict[str, list[Offer]] = {}
     by_site: dict[tuple[str, str], list[Offer]] = {}
@@ -349,17 +350,6 @@ class Bounds:
             self.best[site] = max(self.best.get(site, -INF), lb)
 
 
-@dataclass
-class Restricted:
-    """One restricted model solved: its site, locations, LP duals or MILP plan."""
-
-    site: tuple[str, str] | None
-    locations: frozenset[str]
-    model: Model
-    objective: float
-    status: str = ""
-
-
 def _allow(s: Shape, site: tuple[str, str] | None, locations: frozenset[str]) -> Callable[[Offer, Workload], bool]:
     where = set(locations) | ({site[0]} if site else set())
 
@@ -436,10 +426,9 @@ def price(
         here = {site[0]} if site else set()
         # the column-generation bound of this site: its restricted LP (every column of the site
         # and of these locations) plus the most the other locations could still take off
-        omitted = sum(V(s, loc, pi, mu) for loc in s.locations if loc not in locations and loc not in here)
-        bounds.best[site] = max(bounds.best.get(site, -INF), value + omitted)
-        tol = 1e-7 * max(1.0, abs(value))
         gains = sorted((V(s, loc, pi, mu), loc) for loc in s.locations if loc not in locations and loc not in here)
+        bounds.best[site] = max(bounds.best.get(site, -INF), value + sum(v for v, _loc in gains))
+        tol = 1e-7 * max(1.0, abs(value))
         new = [loc for v, loc in gains[:ADD_PER_ROUND] if v < -tol]
         if not new or rounds == MAX_ROUNDS:
             break  # (the values returned are always those of the locations returned)

@@ -57,8 +57,7 @@ def round_lp(m: Model, request: PlanRequest, lp: Mapping[str, float], smallest: 
     values = best[1]
     for var in m.prob.variables():
         var.varValue = float(values.get(var, 0))
-    for wn, sites in m.gang.items():
-        del wn
+    for sites in m.gang.values():
         for b, c in sites.values():
             b.varValue = c.varValue = 1.0  # a restricted model has the gang's one site
     if not _feasible(m):

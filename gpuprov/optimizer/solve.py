@@ -423,7 +423,7 @@ def solve(request: PlanRequest) -> Plan:
     started = time.monotonic()
     large = decompose.large(request, offers)
     # a small whole model gets the time a restricted MILP would take: the parts only round
-    parts = decompose.solve(request, prepared, milp=large) if decompose.applicable(request, offers) else None
+    parts = decompose.solve(request, prepared, milp=large) if decompose.applicable(request) else None
     if parts is not None and (parts.status == SolveStatus.OPTIMAL or large):
         model, status, bound, notes = parts.model, parts.status, parts.bound, (*prepared.notes, parts.note)
     else:
@@ -431,8 +431,9 @@ def solve(request: PlanRequest) -> Plan:
         # plan and the better bound of the two (both bound the same model)
         left = max(1.0, request.time_limit_s - (time.monotonic() - started))
         model = build(request, offers)
-        warm = parts is not None and _seed(model, parts.model)
-        status, bound = _run(model.prob, replace(request, time_limit_s=left), warm=warm)
+        if parts is not None:
+            _seed(model, parts.model)
+        status, bound = _run(model.prob, replace(request, time_limit_s=left), warm=parts is not None)
         notes = prepared.notes
         if parts is not None:
             whole = float(model.prob.objective.value() or 0.0) if status in _SOLVED else math.inf
@@ -451,39 +452,37 @@ def solve(request: PlanRequest) -> Plan:
 _SOLVED = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
 
-def _seed(whole: Model, part: Model) -> bool:
+def _seed(whole: Model, part: Model) -> None:
     """Start the whole model from the parts' plan (CBC's MIP start): the same instances by offer,
     workload and profile, the gang's one site, the locations each spread workload uses. CBC
-    checks a start and drops one it finds infeasible. True when seeded."""
+    checks a start and drops one it finds infeasible."""
     x = {(part.flex[i].key, wn, p): var.varValue or 0.0 for (i, wn, p), var in part.x.items()}
     r = {(part.resv[j].key, wn, p): var.varValue or 0.0 for (j, wn, p), var in part.r.items()}
     y = {part.resv[j].key: var.varValue or 0.0 for j, var in part.y.items()}
     for v in whole.prob.variables():
         v.varValue = 0.0
+    load: dict[tuple[str, int, str], float] = defaultdict(float)
+    sites: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for (i, wn, p), var in whole.x.items():
-        var.varValue = round(x.get((whole.flex[i].key, wn, p), 0.0))
+        o = whole.flex[i]
+        var.varValue = round(x.get((o.key, wn, p), 0.0))
+        load[wn, p, o.location] += var.varValue
+        if var.varValue:
+            sites[wn].add((o.location, o.gpu))
     for (j, wn, p), var in whole.r.items():
-        var.varValue = round(r.get((whole.resv[j].key, wn, p), 0.0))
+        o = whole.resv[j]
+        var.varValue = round(r.get((o.key, wn, p), 0.0))
+        load[wn, p, o.location] += var.varValue
+        if var.varValue:
+            sites[wn].add((o.location, o.gpu))
     for j, var in whole.y.items():
         var.varValue = round(y.get(whole.resv[j].key, 0.0))
-    for wn, sites in whole.gang.items():
-        used = {
-            (whole.flex[i].location, whole.flex[i].gpu) for (i, w2, _p), v in whole.x.items() if w2 == wn and v.varValue
-        }
-        used |= {
-            (whole.resv[j].location, whole.resv[j].gpu) for (j, w2, _p), v in whole.r.items() if w2 == wn and v.varValue
-        }
-        for (place, gpu), (b, c) in sites.items():
-            b.varValue = max(b.varValue or 0.0, 1.0 if any(k[0] == place for k in used) else 0.0)
-            c.varValue = max(c.varValue or 0.0, 1.0 if any(k[1] == gpu for k in used) else 0.0)
-    load: dict[tuple[str, int, str], float] = defaultdict(float)
-    for (i, wn, p), var in whole.x.items():
-        load[wn, p, whole.flex[i].location] += var.varValue or 0.0
-    for (j, wn, p), var in whole.r.items():
-        load[wn, p, whole.resv[j].location] += var.varValue or 0.0
+    for wn, by_site in whole.gang.items():
+        places, models = {k[0] for k in sites[wn]}, {k[1] for k in sites[wn]}
+        for (place, gpu), (b, c) in by_site.items():
+            b.varValue, c.varValue = float(place in places), float(gpu in models)
     for key, u in whole.used.items():
         u.varValue = 1.0 if load[key] > 0 else 0.0
-    return True
 
 
 def _read(
