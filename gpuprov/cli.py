@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 from typer._click import exceptions as click_exc  # typer vendors click; pinned in pyproject
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 from typer.exceptions import Abort, Exit
 
 from gpuprov.errors import GpuprovError
@@ -55,14 +55,45 @@ def _fail(message: str, hint: str | None, code: int, exc: BaseException | None) 
     sys.exit(code)
 
 
+_type_label = TyperOption.display_type_rich
+
+
+def _no_flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """typer 0.29 labels every option with its Python type, flags too (``--save <bool>``): a
+    flag takes no value, so it gets no label."""
+    return None if self.is_flag else _type_label(self, ctx)
+
+
+TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from gpuprov import __version__
+
+        typer.echo(f"gpuprov {__version__}")
+        raise Exit(0)
+
+
 app = typer.Typer(
     cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Cost-optimizing GPU provisioner: the cheapest mix of reserved, on-demand and spot "
     "GPUs across AWS, GCP and Azure, hour by hour.",
 )
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", is_eager=True, callback=_version, help="print gpuprov's version and exit"
+    ),
+) -> None:
+    """Cost-optimizing GPU provisioner: the cheapest mix of reserved, on-demand and spot GPUs
+    across AWS, GCP and Azure, hour by hour."""
 
 
 def main() -> None:

@@ -199,14 +199,22 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+PIPE_WIDTH = 160  # tables written to a file or a pipe, when COLUMNS does not say otherwise
+
+
 def console() -> Any:
-    """A rich console; wide enough for the tables when output is piped to a file."""
+    """A rich console as wide as the terminal (``COLUMNS`` when set, e.g. ``COLUMNS=80 gpuprov …``);
+    160 columns when output goes to a file or a pipe. Tables fit its ``width`` (gpuprov/tables.py)."""
+    import os
+
     from rich.console import Console
 
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and 20 <= int(columns) <= 1000 else None
+    if width is None and not sys.stdout.isatty():
+        width = PIPE_WIDTH
     # markup off: names from clouds, files and flags are printed as they are ("[/]" is no tag)
-    if sys.stdout.isatty():
-        return Console(markup=False, emoji=False, highlight=False)
-    return Console(width=160, markup=False, emoji=False, highlight=False)
+    return Console(width=width, markup=False, emoji=False, highlight=False)
 
 
 def warn(message: str) -> None:

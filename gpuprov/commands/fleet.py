@@ -241,9 +241,10 @@ def register(app: typer.Typer) -> None:
                 if cached
                 else "live"
             )
-            common.console().print(render.status_table(result, who, source))
+            out = common.console()
+            out.print(render.status_table(result, who, source, out.width))
             if result.commitments:
-                common.console().print(render.commitment_usage_table(result.commitments))
+                out.print(render.commitment_usage_table(result.commitments, out.width))
         _fail_if_unasked(failed, skipped, "status does not show what runs in")
 
     @app.command()

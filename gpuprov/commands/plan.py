@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
 
         out = common.console()
         out.print(render.catalog_header(snapshots, when))
-        for block in render.plan_tables(doc):
+        for block in render.plan_tables(doc, out.width):
             out.print(block)
         if doc.horizon_hours > 1:
             out.print(render.slot_chart(doc))

@@ -49,4 +49,4 @@ def register(app: typer.Typer) -> None:
         if limit > 0 and len(offers) > limit:
             title += f" (first {limit}; --limit 0 for all)"
             offers = offers[:limit]
-        console.print(render.prices_table(offers, title))
+        console.print(render.prices_table(offers, title, console.width))
