@@ -352,5 +352,31 @@ def history(
     common.console().print(table)
 
 
+@rebalance_app.command("health")
+def health(
+    owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+    max_age: str = typer.Option(..., "--max-age", help="healthy when a pass ended this recently: 2 × --every"),
+) -> None:
+    """The service mode's probe: exit 0 when the fleet's newest pass ended within --max-age, 4 when not."""
+    from gpuprov import config
+    from gpuprov.errors import GuardError
+    from gpuprov.store.state import FleetStore
+
+    limit = common.parse_every(max_age)
+    who = names.owner(owner) if owner is not None else config.load().owner
+    newest = FleetStore().history(who, 1)
+    now = common.now()
+    if not newest:
+        raise GuardError(f"fleet {who}: no rebalancing pass recorded yet")
+    last = newest[0]
+    age = now - last.finished_at
+    if age > limit:
+        raise GuardError(
+            f"fleet {who}: the newest pass ended {age.total_seconds() / 60:.0f} min ago "
+            f"({last.finished_at:%Y-%m-%d %H:%M} UTC), more than --max-age {max_age}"
+        )
+    typer.echo(f"fleet {who}: healthy; the newest pass ended {age.total_seconds():.0f} s ago ({last.decision})")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(rebalance_app, name="rebalance")

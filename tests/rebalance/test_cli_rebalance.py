@@ -182,7 +182,9 @@ def test_bad_rebalance_input(args: list[str], message: str, fake_clouds: dict[Cl
     assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
-def test_a_dry_pass_changes_nothing_and_a_real_one_follows_the_plan(fake_clouds: dict[Cloud, FakeDriver]) -> None:
+def test_a_dry_pass_changes_nothing_and_a_real_one_follows_the_plan(
+    fake_clouds: dict[Cloud, FakeDriver], monkeypatch: pytest.MonkeyPatch
+) -> None:
     r = runner.invoke(app, ["plan", "--gpus", "16", "--type", "a100-80gb", "--node-gpus", "8", "--save", "-o", "json"])
     plan = json.loads(r.stdout)
     r = runner.invoke(app, ["rebalance", "--once", "--plan", plan["plan_id"], "-o", "json"])
@@ -201,6 +203,18 @@ def test_a_dry_pass_changes_nothing_and_a_real_one_follows_the_plan(fake_clouds:
     history = json.loads(r.stdout)
     assert [h["decision"] for h in history] == ["keep", "keep"]
     assert history[1]["plan_after"] == plan["plan_id"]
+    r = runner.invoke(app, ["rebalance", "health", "--max-age", "10m"])  # the service's probe
+    assert r.exit_code == 0 and "healthy" in r.stdout, r.stderr
+    from datetime import timedelta
+
+    from gpuprov.commands import common
+
+    later = common.now() + timedelta(minutes=31)
+    monkeypatch.setattr(common, "now", lambda: later)
+    r = runner.invoke(app, ["rebalance", "health", "--max-age", "30m"])
+    assert r.exit_code == 4 and "31 min ago" in r.stderr and "more than --max-age 30m" in r.stderr
+    r = runner.invoke(app, ["rebalance", "health", "--owner", "another", "--max-age", "10m"])
+    assert r.exit_code == 4 and "no rebalancing pass recorded" in r.stderr
 
 
 def test_the_service_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
