@@ -30,7 +30,11 @@ from typing import Any, Literal
 from gpuprov.errors import PlanFormatError
 from gpuprov.models import Market, Site, Workload, WorkloadPool
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+# Older versions this one reads: each differs from the next only by fields added with a default,
+# so a saved plan of that version reads as it did and gets the defaults (4: a reservation's
+# on-demand price, what its instances bill until it is bought).
+UPGRADES_FROM = (3,)
 CYCLE_HOURS = {"constant": 1, "day": 24, "week": 168}
 TERM_HOURS = {"reserved_1y": 8760, "reserved_3y": 26280}
 MAX_DOCUMENT_BYTES = 64 * 2**20
@@ -236,6 +240,9 @@ class Reservation:
     gpus_used_by_slot: dict[str, tuple[int, ...]]
     interconnect: str | None = None
     flags: tuple[str, ...] = ()
+    # the on-demand price of the same type where it is (per instance-hour): what its instances
+    # bill until the reservation is bought; None where the catalog has none
+    on_demand_unit_hourly_usd: Decimal | None = None
 
     @property
     def location(self) -> str:
@@ -576,7 +583,10 @@ def from_json(data: str | bytes | Mapping[str, Any], where: str = "plan") -> Pla
         )
     if not isinstance(version, int) or isinstance(version, bool):
         raise PlanFormatError(f"{where}: schema_version must be a whole number, not {_short(version)}")
-    if version != SCHEMA_VERSION:
+    if version in UPGRADES_FROM:  # read as this version: what it lacks takes its default
+        obj = {**obj, "schema_version": SCHEMA_VERSION}
+        data = obj
+    if version != SCHEMA_VERSION and version not in UPGRADES_FROM:
         newer = "a newer" if version > SCHEMA_VERSION else "an older"
         raise PlanFormatError(
             f"{where}: schema_version {version} is from {newer} gpuprov (this one reads {SCHEMA_VERSION})",

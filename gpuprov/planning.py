@@ -494,16 +494,15 @@ def document(
     reservations = []
     for r in plan.reservations:
         term = pd.term_hours(r.offer.market)
-        reservations.append(
-            pd.Reservation(
-                **_offer_fields(r.offer),
-                instances=r.instances,
-                term_hours=term,
-                hourly_usd=r.offer.hourly_usd * r.instances,
-                commitment_total_usd=(r.offer.hourly_usd * r.instances * term).quantize(CENT),
-                gpus_used_by_slot=dict(sorted(r.gpus_used_by_slot.items())),
-            )
+        made = pd.Reservation(
+            **_offer_fields(r.offer),
+            instances=r.instances,
+            term_hours=term,
+            hourly_usd=r.offer.hourly_usd * r.instances,
+            commitment_total_usd=(r.offer.hourly_usd * r.instances * term).quantize(CENT),
+            gpus_used_by_slot=dict(sorted(r.gpus_used_by_slot.items())),
         )
+        reservations.append(replace(made, on_demand_unit_hourly_usd=_on_demand_rate(solved.request, made)))
     objective = plan.objective_usd if plan.objective_usd is not None else total
     costs = pd.Costs(
         hourly_usd=total / hours,

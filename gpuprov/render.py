@@ -343,6 +343,7 @@ def status_dict(status: Status, owner: str, source: str, unasked: dict[str, str]
                 "planned": g.planned,
                 "hourly_usd": None if g.hourly_usd is None else str(g.hourly_usd),
                 "problem": g.problem,
+                "note": g.note,
             }
             for g in status.groups
         ],
@@ -379,7 +380,7 @@ def status_table(status: Status, owner: str, source: str, width: int = 160) -> A
             str(g.instances),
             "?" if g.planned is None else str(g.planned),
             "?" if g.hourly_usd is None else f"${g.hourly_usd:,.2f}",
-            g.problem or "",
+            "; ".join(x for x in (g.problem, g.note) if x),
         )
         for g in status.groups
     ]

@@ -34,8 +34,9 @@ class Group:
     site: WorkloadSite
     instances: int
     planned: int | None  # what the plan wants there in the current slot; None: the plan is not known
-    hourly_usd: Decimal | None  # the instances at the plan's price; None where that is not known
+    hourly_usd: Decimal | None  # the instances at what they bill; None where that is not known
     problem: str | None  # gpuprov tags that did not parse
+    note: str | None = None  # e.g. reserved instances billed on demand: their reservation is not bought
 
 
 @dataclass(frozen=True)
@@ -119,5 +120,51 @@ def summarize(
     on_demand: Callable[[], OnDemandRates],
 ) -> Status:
     """``gpuprov status``: the groups against their plans and the commitments' use, at ``now``."""
-    found = groups(handles, plans, now)
-    return Status(len(handles), found, tuple(commitment_usage(held(), handles, now, on_demand)))
+    records = held()
+    found = billed(groups(handles, plans, now), plans, records, now)
+    return Status(len(handles), found, tuple(commitment_usage(records, handles, now, on_demand)))
+
+
+def billed(
+    found: Sequence[Group], plans: Mapping[str, PlanDocument | None], held: Sequence[Commitment], now: datetime
+) -> tuple[Group, ...]:
+    """Reserved instances bill at the reservation's rate only for the part of it that is held
+    (commitments/purchase.py); the rest are on-demand instances and are priced and noted so."""
+    from dataclasses import replace
+
+    from commitments.purchase import to_buy
+
+    missing: dict[tuple[str, Any], int] = {}
+    reservations: dict[tuple[str, Any], Any] = {}
+    for pid, doc in plans.items():
+        if doc is None or not doc.reservations:
+            continue
+        for b in to_buy(doc, held, now):
+            missing[(pid, b.reservation.site)] = b.missing
+        for r in doc.reservations:
+            reservations[(pid, r.site)] = r
+    left = {k: r.instances - missing.get(k, 0) for k, r in reservations.items()}  # held, not yet counted
+    out = []
+    for g in found:
+        key = (g.plan, g.site.site)
+        res = reservations.get(key)
+        if res is None or g.problem or not missing.get(key):
+            out.append(g)
+            continue
+        covered = min(g.instances, max(0, left[key]))
+        left[key] -= covered
+        extra = g.instances - covered
+        if not extra:
+            out.append(g)
+            continue
+        od = res.on_demand_unit_hourly_usd
+        price = None if od is None else res.unit_hourly_usd * covered + od * extra
+        out.append(
+            replace(
+                g,
+                hourly_usd=price,
+                note=f"{extra} billed on demand: reservation not bought"
+                + ("" if od is not None else " (on-demand price unknown)"),
+            )
+        )
+    return tuple(out)

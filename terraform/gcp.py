@@ -15,45 +15,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuprov.vocabulary import accelerator_type
 from terraform.blocks import CloudDoc, output, reserved_entry, variable
 from terraform.names import Expr, ident, interp, named, slug
 from terraform.plan import Group, PlanDoc, PlanFormatError, Template
 from terraform.schedule import cron, window_hours
 
-# Machine-family prefixes whose GPUs are fixed by the machine type, then GPUs by model (N1 hosts).
-ACCELERATOR_BY_MACHINE = (
-    ("a2-highgpu-", "nvidia-tesla-a100"),
-    ("a2-megagpu-", "nvidia-tesla-a100"),
-    ("a2-ultragpu-", "nvidia-a100-80gb"),
-    ("a3-megagpu-", "nvidia-h100-mega-80gb"),
-    ("a3-highgpu-", "nvidia-h100-80gb"),
-    ("a3-edgegpu-", "nvidia-h100-80gb"),
-    ("a3-ultragpu-", "nvidia-h200-141gb"),
-    ("a4-highgpu-", "nvidia-b200"),
-    ("g2-", "nvidia-l4"),
-)
-ACCELERATOR_BY_GPU = {
-    "A100-40GB": "nvidia-tesla-a100",
-    "A100-80GB": "nvidia-a100-80gb",
-    "H100": "nvidia-h100-80gb",
-    "H200": "nvidia-h200-141gb",
-    "B200": "nvidia-b200",
-    "L4": "nvidia-l4",
-    "T4": "nvidia-tesla-t4",
-    "V100": "nvidia-tesla-v100",
-    "P100": "nvidia-tesla-p100",
-    "P4": "nvidia-tesla-p4",
-    "K80": "nvidia-tesla-k80",
-}
 
-
-def accelerator_type(machine_type: str, gpu: str) -> str:
-    for prefix, name in ACCELERATOR_BY_MACHINE:
-        if machine_type.startswith(prefix):
-            return name
-    if gpu in ACCELERATOR_BY_GPU:
-        return ACCELERATOR_BY_GPU[gpu]
-    raise PlanFormatError(f"no GCP accelerator type known for {gpu!r} on {machine_type!r}")
+def _accelerator(machine_type: str, gpu: str) -> str:
+    found = accelerator_type(machine_type, gpu)
+    if found is None:
+        raise PlanFormatError(f"no GCP accelerator type known for {gpu!r} on {machine_type!r}")
+    return found
 
 
 def render(plan: PlanDoc) -> CloudDoc:
@@ -172,7 +145,7 @@ def _template(plan: PlanDoc, g: Group, tpl: Template, labels: dict[str, str]) ->
             "source_image": interp("var.gcp_image"),
             "disk_size_gb": interp("var.gcp_boot_disk_size_gb"),
         },
-        "guest_accelerator": {"type": accelerator_type(tpl.instance_type, plan.gpu), "count": tpl.gpus_per_instance},
+        "guest_accelerator": {"type": _accelerator(tpl.instance_type, plan.gpu), "count": tpl.gpus_per_instance},
         "network_interface": {
             "network": interp("var.gcp_network"),
             "subnetwork": interp(f"var.gcp_subnetwork_{ident(g.region)}"),

@@ -18,6 +18,7 @@ from gpuprov.commands import common
 from gpuprov.commands import drivers as driver_factory
 from gpuprov.errors import (
     ConfigError,
+    GuardError,
     InfeasibleError,
     ProvisioningError,
     StalePricesError,
@@ -116,6 +117,9 @@ def register(app: typer.Typer) -> None:
         budget: str = typer.Option(None, "--budget", help="never run more than this many USD per hour"),
         wait: float = typer.Option(0.0, "--wait", help=WAIT_HELP),
         concurrency: int = typer.Option(16, "--concurrency", help="launches in flight per cloud region (1-256)"),
+        buy_later: bool = typer.Option(
+            False, "--buy-later", help="launch reserved instances not bought yet: they bill on demand until bought"
+        ),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
     ) -> None:
         """Launch and terminate instances until the clouds run the plan's current slot."""
@@ -154,6 +158,14 @@ def register(app: typer.Typer) -> None:
         if not 0 <= at < doc.horizon_hours:
             raise UsageError(f"--slot must be between 0 and {doc.horizon_hours - 1}")
         state = StateStore()
+        buys = _to_buy(doc, when)
+        if yes and buys and not buy_later:
+            raise GuardError(
+                f"plan {doc.plan_id} uses reservations not bought yet: "
+                + "; ".join(f"{b.missing}× {b.reservation.instance_type} in {b.reservation.location}" for b in buys),
+                hint="buy them (gpuprov apply PLAN shows how) and run gpuprov commitments discover, or pass "
+                "--buy-later to run those instances on demand until then",
+            )
         drivers, skipped = driver_factory.for_owner(cfg, who, [doc], state)
         out_console = common.console()
         if not yes:
@@ -162,7 +174,7 @@ def register(app: typer.Typer) -> None:
             actual, failed = service.describe(drivers, who)
             service.must_answer(doc, failed)
             d = engine.diff(doc, at, actual, who, engine.unit_prices(_plans_of(actual)))
-            _report(fmt, doc, at, d, dry=True, console=out_console)
+            _report(fmt, doc, at, d, dry=True, console=out_console, buys=buys)
             _fail_if_unasked(failed, skipped, "the diff leaves out")
             return
         from gpuprov import fleet as service
@@ -196,7 +208,7 @@ def register(app: typer.Typer) -> None:
                 max_failovers=MAX_FAILOVERS,
                 on_failover=lambda message: common.warn(f"{message}; planning again without that pool"),
             )
-        _report(fmt, done.plan, at, done.diff, dry=False, console=out_console)
+        _report(fmt, done.plan, at, done.diff, dry=False, console=out_console, buys=_to_buy(done.plan, when))
         _fail_if_unasked(done.unasked, skipped, "apply left alone whatever runs in")
 
     @app.command()
@@ -348,7 +360,28 @@ def _replan(doc: PlanDocument, state: Any, tried: list[str]) -> PlanDocument:
         raise ProvisioningError("no plan fits the capacity left; tried: " + "; ".join(tried), hint=exc.message) from exc
 
 
-def _report(fmt: str, doc: PlanDocument, slot: int, d: Any, dry: bool, console: Any) -> None:
+def _to_buy(doc: PlanDocument, when: datetime) -> list[Any]:
+    """The plan's reservations no held commitment covers (commitments/purchase.py)."""
+    if not doc.reservations:
+        return []
+    from commitments.purchase import to_buy
+
+    shapes: dict[tuple[str, str], tuple[int, Decimal]] = {}
+
+    def shape(instance_type: str, region: str) -> tuple[int, Decimal] | None:
+        if not shapes:
+            catalog, _snaps = common.open_catalog()
+            for o in catalog.offers([r.gpu for r in doc.reservations], [Cloud.GCP]):
+                shapes[(o.instance_type, o.region)] = (o.vcpus, o.memory_gib)
+        return shapes.get((instance_type, region))
+
+    return to_buy(doc, common.held_commitments(), when, shape)
+
+
+def _report(fmt: str, doc: PlanDocument, slot: int, d: Any, dry: bool, console: Any, buys: Sequence[Any] = ()) -> None:
+    from gpuprov.buying import bill
+
+    cost = bill(doc, d, buys)
     summary = {
         "plan_id": doc.plan_id,
         "slot": slot,
@@ -356,14 +389,66 @@ def _report(fmt: str, doc: PlanDocument, slot: int, d: Any, dry: bool, console: 
         "launch": len(d.launch),
         "terminate": len(d.terminate),
         "keep": len(d.keep),
-        "hourly_usd_before": str(d.hourly_before),
-        "hourly_usd_after": str(d.hourly_after),
+        "hourly_usd_before": str(cost.now_usd),
+        "hourly_usd_after": str(cost.until_bought_usd),
+        "hourly_usd_once_bought": str(cost.once_bought_usd),
+        "to_buy": [
+            {
+                "kind": b.kind,
+                "cloud": b.reservation.cloud,
+                "region": b.reservation.region,
+                "zone": b.reservation.zone,
+                "instance_type": b.reservation.instance_type,
+                "instances": b.missing,
+                "term_hours": b.reservation.term_hours,
+                "hourly_usd": str(b.hourly_usd),
+                "liability_usd": str(b.liability_usd),
+                "on_demand_hourly_usd": None if b.on_demand_hourly_usd is None else str(b.on_demand_hourly_usd),
+                "purchase": b.purchase,
+            }
+            for b in buys
+        ],
     }
     if fmt == "json":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     verb = "would" if dry else "did"
+    if buys:
+        from gpuprov.render import money
+        from gpuprov.tables import Column, fit
+
+        rows = [
+            (
+                b.kind,
+                f"{b.reservation.instance_type} in {b.reservation.location}",
+                str(b.missing),
+                b.reservation.term_label,
+                money(b.hourly_usd),
+                money(b.liability_usd),
+                "?" if b.on_demand_hourly_usd is None else money(b.on_demand_hourly_usd),
+            )
+            for b in buys
+        ]
+        console.print(
+            fit(
+                f"reservations to buy first ({len(buys)}): apply buys nothing; until bought, their instances "
+                "bill on demand",
+                (
+                    Column("kind", fold=2, narrowest=8),
+                    Column("scope", fold=1, narrowest=14),
+                    Column("inst.", "right"),
+                    Column("term"),
+                    Column("$/h bought", "right"),
+                    Column("liability", "right"),
+                    Column("$/h on demand", "right", fold=3, narrowest=9),
+                ),
+                rows,
+                console.width,
+            )
+        )
+        for b in buys:
+            console.print(f"buy {b.missing}× {b.reservation.instance_type} in {b.reservation.location}: {b.purchase}")
     console.print(
         diff_table(
             d,
@@ -371,7 +456,13 @@ def _report(fmt: str, doc: PlanDocument, slot: int, d: Any, dry: bool, console: 
             f"terminate {len(d.terminate)}, keep {len(d.keep)}",
         )
     )
-    console.print(
-        f"hourly cost ${d.hourly_before:,.2f} -> ${d.hourly_after:,.2f}"
-        + ("   (dry run: pass --yes to act)" if dry else "")
-    )
+    tail = "   (dry run: pass --yes to act)" if dry else ""
+    if buys:
+        console.print(
+            f"hourly cost ${cost.now_usd:,.2f} -> ${cost.until_bought_usd:,.2f} until the reservations are bought "
+            f"(their instances on demand), ${cost.once_bought_usd:,.2f} once bought (paid whole, used or not)" + tail
+        )
+    else:
+        console.print(f"hourly cost ${cost.now_usd:,.2f} -> ${cost.until_bought_usd:,.2f}" + tail)
+    for what in cost.unknown:
+        common.warn(f"no on-demand price known for {what}: counted at its reserved rate")

@@ -145,17 +145,21 @@ def test_cli_apply_is_a_dry_run_without_yes_and_refuses_stale_prices(fake_clouds
 
 def test_cli_apply_status_destroy(fake_clouds: dict[Cloud, FakeDriver]) -> None:
     plan = saved_plan("--gpus", "32", "--type", "a100", "--clouds", "aws")
-    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "-o", "json"])
+    # the plan buys reservations: until they are bought its reserved instances run (and bill) on demand
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "-o", "json"])
     assert r.exit_code == 0, r.stderr
     first = json.loads(r.stdout)
     want = placed(plan)
     assert first["launch"] == want and len(fake_clouds[Cloud.AWS].describe("default")) == want
-    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "-o", "json"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "-o", "json"])
     assert json.loads(r.stdout)["launch"] == 0
     r = runner.invoke(app, ["status", "-o", "json"])
     status = json.loads(r.stdout)
     assert status["instances"] == want
-    assert Decimal(status["hourly_usd"]) == plan.costs.hourly_usd
+    billed = sum((a.unit_hourly_usd * a.instances for a in plan.allocations), Decimal(0)) + sum(
+        (r.on_demand_unit_hourly_usd or Decimal(0)) * r.instances for r in plan.reservations
+    )
+    assert Decimal(status["hourly_usd"]) == billed
     assert all(g["planned"] == g["instances"] for g in status["groups"])
     r = runner.invoke(app, ["destroy"])
     assert r.exit_code == 0 and f"would terminate {want}" in r.stdout
@@ -171,7 +175,7 @@ def test_cli_capacity_failover_moves_to_another_pool(fake_clouds: dict[Cloud, Fa
     refused = (first.location, first.instance_type, first.market)
     cloud = Cloud(first.cloud)
     fake_clouds[cloud] = FakeDriver(cloud, capacity={refused: 0})
-    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "-o", "json"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "-o", "json"])
     assert r.exit_code == 0, r.stderr
     assert "planning again without that pool" in r.stderr
     live = [h for d in fake_clouds.values() for h in d.describe("default")]
@@ -203,7 +207,7 @@ def test_cli_failover_that_runs_out_of_pools_says_what_it_tried(
     fake_clouds[Cloud.AZURE] = FakeDriver(
         Cloud.AZURE, capacity={(o["region"], o["instance_type"], "on_demand"): 0 for o in _azure_8gpu_offers()}
     )
-    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale"])
+    r = runner.invoke(app, ["apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later"])
     assert r.exit_code == 4
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: no plan fits the capacity left; tried: azure/eastus")

@@ -149,7 +149,9 @@ def test_killed_after_k_launches_then_rerun_leaves_exactly_the_plan(
     total = total_of(plan)
     for k in range(1, total + 1):
         owner = f"{where}-{k}"
-        killed = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, fault=f"{where}:{k}")
+        killed = gpuprov(
+            env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", owner, fault=f"{where}:{k}"
+        )
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         # launches run concurrently (16 in flight). after-launch:k kills once k have finished, with
         # up to 15 others in flight that may have reached the cloud; before-launch:k kills as the
@@ -159,17 +161,23 @@ def test_killed_after_k_launches_then_rerun_leaves_exactly_the_plan(
             assert k <= running <= min(total, k + 15), (k, running)
         else:
             assert 0 <= running <= k - 1, (k, running)
-        again = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, "-o", "json")
+        again = gpuprov(
+            env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", owner, "-o", "json"
+        )
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["launch"] == total - running
         _fleet_matches_the_plan(moto_server, owner, plan)
-        third = gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner, "-o", "json")
+        third = gpuprov(
+            env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", owner, "-o", "json"
+        )
         assert json.loads(third.stdout)["launch"] == 0 and json.loads(third.stdout)["terminate"] == 0
 
 
 def test_destroy_through_the_cli_is_idempotent(env: dict[str, str], plan: PlanDocument, moto_server: str) -> None:
     owner = "destroy-me"
-    assert gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner).returncode == 0
+    assert (
+        gpuprov(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", owner).returncode == 0
+    )
     assert live(moto_server, owner)
     r = gpuprov(env, "destroy", "--yes", "--owner", owner)
     assert r.returncode == 0, r.stderr

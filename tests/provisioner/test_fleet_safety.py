@@ -77,7 +77,7 @@ def tags_of(instances: list[dict[str, Any]]) -> list[dict[str, str]]:
 def test_a_fresh_database_finds_and_destroys_a_running_fleet(moto_server: str, tmp_path: Path) -> None:  # noqa: F811
     first = make_env(moto_server, tmp_path, "first")
     plan = saved_plan(first)
-    r = run(first, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "lost-db")
+    r = run(first, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", "lost-db")
     assert r.returncode == 0, r.stderr
     running = len(live(moto_server, "lost-db"))
     assert running == sum(wanted(plan).values()) > 0
@@ -94,7 +94,9 @@ def test_a_fresh_database_finds_and_destroys_a_running_fleet(moto_server: str, t
 def test_malformed_tags_do_not_stop_status_or_destroy(moto_server: str, tmp_path: Path) -> None:  # noqa: F811
     env = make_env(moto_server, tmp_path, "tags")
     plan = saved_plan(env)
-    assert run(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "odd-tags").returncode == 0
+    assert (
+        run(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", "odd-tags").returncode == 0
+    )
     ids = [i["InstanceId"] for i in live(moto_server, "odd-tags")]
     assert len(ids) >= 2
     ec2 = _ec2(moto_server)
@@ -117,7 +119,7 @@ def test_two_concurrent_applies_end_with_exactly_the_plan(moto_server: str, tmp_
     env = make_env(moto_server, tmp_path, "race")
     plan = saved_plan(env)
     procs = [
-        start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "twice", "--wait", "240")
+        start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", "twice", "--wait", "240")
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -135,7 +137,9 @@ def test_two_concurrent_applies_end_with_exactly_the_plan(moto_server: str, tmp_
 def test_a_second_actor_without_wait_is_told_who_holds_the_fleet(moto_server: str, tmp_path: Path) -> None:  # noqa: F811
     env = make_env(moto_server, tmp_path, "busy")
     plan = saved_plan(env, 480)  # dozens of launches: the first actor is still at work
-    first = start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "busy", "--max-launch", "1000")
+    first = start(
+        env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", "busy", "--max-launch", "1000"
+    )
     _wait_for_instances(moto_server, "busy", first)
     second = run(env, "destroy", "--yes", "--owner", "busy")
     first.communicate(timeout=300)
@@ -148,7 +152,7 @@ def test_a_second_actor_without_wait_is_told_who_holds_the_fleet(moto_server: st
 def test_destroy_racing_apply_ends_with_nothing_running(moto_server: str, tmp_path: Path) -> None:  # noqa: F811
     env = make_env(moto_server, tmp_path, "destroy-race")
     plan = saved_plan(env)
-    applying = start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", "racing")
+    applying = start(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", "racing")
     _wait_for_instances(moto_server, "racing", applying)
     destroying = start(env, "destroy", "--yes", "--owner", "racing", "--wait", "240")
     _, a_err = applying.communicate(timeout=300)
@@ -162,7 +166,9 @@ def test_owner_with_wildcards_is_refused_and_touches_no_fleet(moto_server: str, 
     env = make_env(moto_server, tmp_path, "glob")
     plan = saved_plan(env)
     for owner in ("prod-a", "prod-b"):
-        assert run(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--owner", owner).returncode == 0
+        assert (
+            run(env, "apply", plan.plan_id, "--yes", "--allow-stale", "--buy-later", "--owner", owner).returncode == 0
+        )
     before = {o: len(live(moto_server, o)) for o in ("prod-a", "prod-b")}
     for owner in ("prod-*", "prod-?", "PROD-A", "prod-a\n", "x" * 41):
         r = run(env, "destroy", "--yes", "--owner", owner)
