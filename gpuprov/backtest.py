@@ -18,9 +18,13 @@ Three costs come out, in USD over the range:
 ``realized``  what the rebalanced fleet cost;
 ``static``    the day-one plan held: each step, its instances for that slot at the prices as of
               the step (an interrupted spot instance is assumed replaced in the same pool at once);
-``hindsight`` each step, the cheapest way to hold that step's demand at that step's prices under
-              the same rules (markets, spot ceilings, node sizes, gang, spread), solved knowing the
-              prices: the best any planner could do, a lower bound on a fleet that meets demand.
+``hindsight`` each step, a proven lower bound on what holding that step's demand costs at that
+              step's prices under the same rules (markets, spot ceilings, node sizes, gang, spread):
+              the one-slot model solved to optimality on billed cost alone (no interruption
+              overhead, which is not billed), over the offers the step bills, i.e. the current ones
+              and those that have gone at their last price (a running instance of a pool the price
+              list dropped keeps running and is billed so, in the realized and static costs too).
+              No fleet that meets demand within the rules is billed less in any step.
 
 A fleet below demand (the rebalancer's disruption budget counts instances, so a schedule turn
 that changes instance sizes can leave GPUs unlaunched for a pass) is cheaper than one that meets
@@ -140,6 +144,7 @@ class _Catalog:
         self.changed_at: datetime | None = None
         self.last_price: dict[Site, Decimal] = {}
         self.by_pool: dict[Site, Offer] = {}
+        self.seen: dict[Site, Offer] = {}  # every offer seen so far, as last seen
 
     def advance(self, t: datetime) -> bool:
         moved = self.replay.advance(t)
@@ -150,7 +155,12 @@ class _Catalog:
             self.by_pool = {o.site: o for o in self.offers}
             for p, o in self.by_pool.items():
                 self.last_price[p] = o.hourly_usd
+                self.seen[p] = o
         return moved
+
+    def billable(self) -> list[Offer]:
+        """What a step bills: the current offers, and those that have gone at their last price."""
+        return self.offers + [o for p, o in self.seen.items() if p not in self.by_pool]
 
     def snapshots(self) -> list[SnapshotInfo]:
         assert self.changed_at is not None
@@ -213,17 +223,19 @@ class _Solver:
         return planning.document(pid, solved, snapshots, doc.gpus, spec, context, created, unavailable)
 
     def hindsight_hour(self, spec: pd.RequestSpec, slot: int) -> tuple[Decimal, Decimal]:
-        """The cheapest holding of one slot's demand at the current prices, per hour; and the
-        dearest $/GPU-h that holding pays (what the last GPUs of demand cost)."""
+        """A proven lower bound on holding one slot's demand for an hour at the step's billed prices
+        (see the module docstring); and the dearest $/GPU-h the optimal holding pays (what the last
+        GPUs of demand cost)."""
         demand: dict[str, tuple[int, ...]] = {w: (v[slot],) for w, v in spec.demand.items()}
         key = (self.catalog.version, self._spec_id(spec), tuple(sorted((w, v[0]) for w, v in demand.items())))
         if key not in self.hindsight:
-            one = replace(spec, demand=demand)
-            plan = solve(planning.request_from_spec(one, self.catalog.offers))
+            # billed cost only: interruption overhead is a planning penalty, never on a bill
+            one = replace(spec, demand=demand, gap=0.0, interruptions_per_hour={c.value: Decimal(0) for c in Cloud})
+            plan = solve(planning.request_from_spec(one, self.catalog.billable()))
             dearest = max(
                 (a.offer.usd_per_gpu_hour for a in plan.allocations if any(a.instances_by_slot)), default=Decimal(0)
             )
-            self.hindsight[key] = (plan.total_cost_usd, dearest)
+            self.hindsight[key] = (min(plan.lower_bound_usd, plan.total_cost_usd), dearest)
             self.solves += 1
         return self.hindsight[key]
 

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from gpuprov import fleet, planning
 from gpuprov.errors import GpuprovError, ProvisioningError, StateError
-from gpuprov.models import Cloud, Decision, Offer, Site, SnapshotInfo, WorkloadSite
+from gpuprov.models import Cloud, Decision, Market, Offer, Site, SnapshotInfo, WorkloadSite
 from gpuprov.plandoc import PlanDocument, WorkloadSpec
 from gpuprov.store.lease import Leases
 from gpuprov.store.plans import PlanStore
@@ -130,11 +130,19 @@ def limit_disruption(
     share: Decimal,
     gangs: Collection[str] = (),
     gpus_of: Mapping[str, int] | None = None,
+    spot_limit: Mapping[str, int] | None = None,
 ) -> engine.Diff:
     """At most ⌈share × running⌉ (at least one) of each workload's running instances replaced in
     one pass. A replacement is a launch matched with a termination in the same workload; a net
     scale-up or scale-down is the plan's schedule and is not limited. Deferred replacements
-    keep the old instance running (and its cost) until a later pass.
+    keep the old instance running (and its cost) until a later pass: the dearest old instances
+    end first, and the launches deferred are the plan's last.
+
+    The spot ceiling holds while swaps wait (``spot_limit``: the spot GPUs a workload may hold in
+    the slot, its ceiling × its demand): where the instances kept would put a workload above it
+    (a turn of the schedule that shrinks a workload keeps its cheap spot instances and ends its
+    dear on-demand ones), a kept spot instance and an on-demand one that was to end trade places,
+    and a deferred on-demand launch goes ahead of a spot one; the number of swaps is unchanged.
 
     Capacity comes first: where the deferred launches carry more GPUs than the deferred
     terminations keep (small nodes swapped for big ones), launches are put back until the
@@ -144,9 +152,13 @@ def limit_disruption(
     A gang (training that must sit in one zone) moves whole or not at all: half a gang in each
     of two zones is no training cluster. Its moves are rate-limited by the hysteresis window."""
     sizes = gpus_of or {}
+    ceilings = spot_limit or {}
 
     def gpus(items: Sequence[InstanceHandle] | Sequence[LaunchRequest]) -> int:
         return sum(sizes.get(i.instance_type, 0) for i in items)
+
+    def spot(items: Sequence[InstanceHandle] | Sequence[LaunchRequest]) -> int:
+        return sum(sizes.get(i.instance_type, 0) for i in items if i.market is Market.SPOT)
 
     running: dict[str, int] = defaultdict(int)
     for h in actual:
@@ -164,15 +176,44 @@ def limit_disruption(
         cut = max(0, swaps - allowed)
         going = launch[w][: len(launch[w]) - cut]
         deferred = launch[w][len(launch[w]) - cut :]
+        ending = terminate[w][: len(terminate[w]) - cut]
         kept_old = terminate[w][len(terminate[w]) - cut :]
         kept = [h for h in d.keep if h.workload == w]
+        limit = ceilings.get(w)
+        if limit is not None and cut:
+            while spot(kept) + spot(kept_old) + spot(going) > limit:
+                old_spot = next((h for h in kept_old if h.market is Market.SPOT), None)
+                ends_od = next((h for h in ending if h.market is not Market.SPOT), None)
+                if old_spot is not None and ends_od is not None:
+                    kept_old.remove(old_spot)
+                    ending.append(old_spot)
+                    ending.remove(ends_od)
+                    kept_old.append(ends_od)
+                    continue
+                new_spot = next((r for r in reversed(going) if r.market is Market.SPOT), None)
+                waits_od = next((r for r in deferred if r.market is not Market.SPOT), None)
+                if new_spot is None or waits_od is None:
+                    break
+                going.remove(new_spot)
+                deferred.append(new_spot)
+                deferred.remove(waits_od)
+                going.append(waits_od)
         wanted = gpus(kept) + gpus(launch[w])
         while deferred and gpus(kept) + gpus(kept_old) + gpus(going) < wanted:
             going.append(deferred.pop(0))
         out.launch += going
-        out.terminate += terminate[w][: len(terminate[w]) - cut]
+        out.terminate += ending
         out.keep += kept_old
     return out
+
+
+def spot_limits(doc: PlanDocument, slot: int) -> dict[str, int]:
+    """Per workload, the spot GPUs it may hold in a slot: its ceiling × its demand there."""
+    return {
+        w.name: math.floor(w.max_spot_fraction * doc.demand[w.name][slot % len(doc.demand[w.name])])
+        for w in doc.request.workloads
+        if w.name in doc.demand
+    }
 
 
 def run_pass(world: World, settings: Settings, clock: Clock, initial_plan: str | None = None) -> PassRecord:
@@ -286,7 +327,12 @@ def _pass(
     gangs = {w.name for w in target.request.workloads if w.gang}
     sizes = {a.instance_type: a.gpus_per_instance for plan in (doc, target) for a in plan.placements()}
     limited = limit_disruption(
-        replace(d, prices={**known, **d.prices}), actual, settings.disruption_share, gangs, sizes
+        replace(d, prices={**known, **d.prices}),
+        actual,
+        settings.disruption_share,
+        gangs,
+        sizes,
+        spot_limits(target, d.slot),
     )
     before = limited.hourly_before
     if settings.dry_run:

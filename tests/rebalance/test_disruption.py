@@ -71,3 +71,28 @@ def test_swapping_big_nodes_for_small_ones_still_defers_what_it_may() -> None:
     # 24 + 29 ≥ 32, so nothing comes back
     assert len(out.terminate) == 1 and len(out.launch) == 29
     assert gpus(out.keep) + gpus(out.launch) >= 32
+
+
+def test_a_turn_that_shrinks_a_workload_keeps_it_within_its_spot_ceiling() -> None:
+    """The day-night turn the backtest found (2026-05-02 20:00 UTC on the GCP/Azure history): the
+    old rule ended the dear on-demand instances first and kept the cheap spot ones, so for two
+    hours inference held 11 spot GPUs under a ceiling of 3 and the fleet billed less than any
+    plan within the rules. Spot and on-demand now trade places among the deferred swaps."""
+    from dataclasses import replace
+
+    spot_old = [replace(handle(n, "g6.xlarge"), market=Market.SPOT) for n in range(8)]
+    od_old = [handle(n + 8, "g6.xlarge") for n in range(8)]
+    old = spot_old + od_old  # 16 running, 8 on spot
+    new = [replace(request(n, "g6.xlarge"), market=Market.SPOT) for n in range(3)] + [
+        request(n + 3, "g6.xlarge") for n in range(10)
+    ]  # the night wants 13: 3 spot (its 30% ceiling of 13 is 3 GPUs) and 10 on demand elsewhere
+    prices = {h.pool: Decimal("0.5") for h in spot_old} | {h.pool: Decimal("2") for h in od_old}
+    d = engine.Diff(plan_id="p2", slot=0, terminate=list(old), launch=list(new), prices=prices)
+    out = limit_disruption(d, old, Decimal("0.25"), (), SIZES, {"inference": 3})
+    swaps = min(len(out.launch), len(out.terminate))
+    assert swaps <= 4  # the budget: ⌈0.25 × 16⌉ replacements
+    spot_after = sum(1 for i in [*out.keep, *out.launch] if i.market is Market.SPOT)
+    assert spot_after <= 3, spot_after
+    assert gpus(out.keep) + gpus(out.launch) >= 13  # and capacity still first
+    unbounded = limit_disruption(d, old, Decimal("0.25"), (), SIZES)  # without the ceiling: the old rule
+    assert sum(1 for i in [*unbounded.keep, *unbounded.launch] if i.market is Market.SPOT) > 3
