@@ -101,6 +101,10 @@ def test_dockerfile_builds_from_its_whole_context_and_runs_unprivileged() -> Non
     assert not re.search(r"apt-get|gcc|build-essential", " ".join(run))
     user = next(i for i in reversed(run) if i.startswith("USER "))
     assert user.split()[1].split(":")[0] not in ("0", "root")
+    assert run.index(user) > max(k for k, i in enumerate(run) if i.startswith("RUN "))  # nothing runs as root after
+    assert "ARG EXTRAS=aws,postgres" in build and "ARG EXTRAS=aws,postgres" in run  # the extras asked for, both stages
+    assert '"gpuprov[${EXTRAS}]"' in install and '".[${EXTRAS}]"' in next(i for i in build if "pip wheel" in i)
+    assert run[-2:] == ['ENTRYPOINT ["gpuprov"]', 'CMD ["--help"]']
 
 
 def test_the_context_holds_every_packaged_directory_and_nothing_else_we_know(tmp_path: Path) -> None:

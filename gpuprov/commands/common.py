@@ -195,6 +195,22 @@ def savings_plan_discounts() -> dict[str, dict[str, Decimal]]:
     return merge(config.load().savings_plans, discounts(from_rows(SavingsPlanRates().list())))
 
 
+def check_output_file(path: str, flag: str, suffix: str) -> None:
+    """Before any work: a file ``flag`` will write can be written (its folder exists, it is no folder)."""
+    import os
+
+    if not path.lower().endswith(suffix):
+        raise UsageError(f"{flag} writes a {suffix[1:].upper()}: give a file name ending in {suffix}, got {path!r}")
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"{flag}: {names.show(path, 80)} is a directory")
+    if not folder.is_dir():
+        raise UsageError(f"{flag}: the folder of {names.show(path, 80)} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag}: the folder of {names.show(path, 80)} is not writable")
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 

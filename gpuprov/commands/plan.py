@@ -67,8 +67,8 @@ def register(app: typer.Typer) -> None:
         )
         cap = None if budget is None else common.parse_decimal(budget, "--budget", Decimal(0), Decimal(10) ** 9)
         allowed_clouds, allowed_markets = common.parse_clouds(clouds), common.parse_markets(markets)
-        if chart is not None and not chart.lower().endswith(".png"):
-            raise UsageError(f"--chart writes a PNG: give a file name ending in .png, got {chart!r}")
+        if chart is not None:
+            common.check_output_file(chart, "--chart", ".png")
         from gpuprov import planning
 
         if demand is not None and gpus is not None:

@@ -147,23 +147,6 @@ def test_emit_systemd_writes_hardened_units_and_a_private_environment_file(tmp_p
         assert bad == [], done.stderr
 
 
-def test_the_dockerfile_runs_gpuprov_as_a_non_root_user_with_the_extras_asked_for() -> None:
-    lines = [
-        line.strip()
-        for line in (ROOT / "Dockerfile").read_text().splitlines()
-        if line.strip() and not line.strip().startswith("#")
-    ]
-    assert lines[0].startswith("FROM python:3.") and lines[0].endswith("-slim")
-    assert any(line.startswith("ARG EXTRAS=") for line in lines)
-    assert any("pip install" in line and '".[${EXTRAS}]"' in line for line in lines)
-    user = [line for line in lines if line.startswith("USER ")]
-    assert user and user[-1] != "USER root" and not user[-1].startswith("USER 0")
-    assert lines.index(user[-1]) > max(i for i, line in enumerate(lines) if line.startswith("RUN "))
-    assert lines[-2] == 'ENTRYPOINT ["gpuprov"]'
-    copied = {line.split()[1] for line in lines if line.startswith("COPY ")}
-    assert {"gpuprov", "pricing", "policies", "provisioner", "terraform", "k8s"} <= copied
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
