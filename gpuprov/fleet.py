@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpuprov.errors import CapacityError, GpuprovError, ProvisioningError
 from gpuprov.models import Cloud, InstanceHandle, Site
@@ -37,6 +37,7 @@ class Guards:
     max_launch: int = 100
     concurrency: int = engine.LAUNCH_CONCURRENCY
     fault: Callable[[str, int], None] | None = None  # tests only: crash after the n-th call
+    progress: Callable[[str, Any], None] | None = None  # ("launched", handle) / ("terminated", batch)
 
 
 @dataclass
@@ -120,6 +121,7 @@ def execute(
         budget_per_hour=guards.budget_per_hour,
         max_launch=guards.max_launch,
         fault=guards.fault,
+        progress=guards.progress,
         before_call=guards.before_call,
         concurrency=guards.concurrency,
     )

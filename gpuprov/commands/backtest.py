@@ -212,7 +212,25 @@ def register(app: typer.Typer) -> None:
             hysteresis=common.parse_every(hysteresis),
             disruption_share=common.parse_fraction(share, "--disruption-share"),
         )
-        result = bt.run(cfg, base, base_as_of, changes)
+        from gpuprov.progress import Line
+
+        line = Line()
+        total = max(1, int((hi - lo) / min(step, timedelta(hours=1))))
+        seen = {"steps": 0, "passes": 0, "adopted": 0}
+
+        def on_step(s: Any) -> None:
+            seen["steps"] += 1
+            seen["passes"] += int(s.passed)
+            seen["adopted"] += int(s.decision == "adopt")
+            line.update(
+                f"backtest {s.at:%Y-%m-%d %H:%M} UTC: step {seen['steps']:,} of {total:,}, "
+                f"{seen['passes']:,} passes, {seen['adopted']} plans adopted"
+            )
+
+        try:
+            result = bt.run(cfg, base, base_as_of, changes, on_step=on_step)
+        finally:
+            line.close()
         if chart is not None:
             write_chart(result, chart, f"backtest {pol.name}: {pol.gpus} × {pol.gpu}, {lo:%Y-%m-%d} to {hi:%Y-%m-%d}")
         if fmt == "json":

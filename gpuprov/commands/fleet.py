@@ -187,27 +187,43 @@ def register(app: typer.Typer) -> None:
                 drivers.update(driver_factory.make({c}, regions2, zones2, cfg))
             return new
 
-        with FleetLock(Leases(), who, "gpuprov apply", patience) as lock:
-            done = service.reconcile(
-                doc,
-                lambda _doc: at,
-                drivers,
-                state,
-                who,
-                common.now,
-                service.Guards(
-                    before_call=lock.guard,
-                    budget_per_hour=cap,
-                    max_launch=limit,
-                    concurrency=concurrency,
-                    fault=_fault(),
-                ),
-                known_plans=_plans_of,
-                replan=replanned,
-                unavailable_for=timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes)),
-                max_failovers=MAX_FAILOVERS,
-                on_failover=lambda message: common.warn(f"{message}; planning again without that pool"),
-            )
+        from gpuprov.progress import Line
+
+        line = Line()
+        counts = {"launched": 0, "terminated": 0}
+
+        def progress(event: str, what: Any) -> None:
+            counts[event] = counts.get(event, 0) + (len(what) if isinstance(what, list | tuple) else 1)
+            line.update(f"apply {doc.plan_id}: {counts['launched']} launched, {counts['terminated']} terminated")
+
+        try:
+            with FleetLock(Leases(), who, "gpuprov apply", patience) as lock:
+                done = service.reconcile(
+                    doc,
+                    lambda _doc: at,
+                    drivers,
+                    state,
+                    who,
+                    common.now,
+                    service.Guards(
+                        before_call=lock.guard,
+                        budget_per_hour=cap,
+                        max_launch=limit,
+                        concurrency=concurrency,
+                        fault=_fault(),
+                        progress=progress,
+                    ),
+                    known_plans=_plans_of,
+                    replan=replanned,
+                    unavailable_for=timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes)),
+                    max_failovers=MAX_FAILOVERS,
+                    on_failover=lambda message: (
+                        line.close(),
+                        common.warn(f"{message}; planning again without that pool"),
+                    ),
+                )
+        finally:
+            line.close()
         _report(fmt, done.plan, at, done.diff, dry=False, console=out_console, buys=_to_buy(done.plan, when))
         _fail_if_unasked(done.unasked, skipped, "apply left alone whatever runs in")
 
