@@ -196,6 +196,10 @@ def register(app: typer.Typer) -> None:
             counts[event] = counts.get(event, 0) + (len(what) if isinstance(what, list | tuple) else 1)
             line.update(f"apply {doc.plan_id}: {counts['launched']} launched, {counts['terminated']} terminated")
 
+        def failover(message: str) -> None:
+            line.close()
+            common.warn(f"{message}; planning again without that pool")
+
         try:
             with FleetLock(Leases(), who, "gpuprov apply", patience) as lock:
                 done = service.reconcile(
@@ -217,10 +221,7 @@ def register(app: typer.Typer) -> None:
                     replan=replanned,
                     unavailable_for=timedelta(minutes=float(cfg.limits.unavailable_ttl_minutes)),
                     max_failovers=MAX_FAILOVERS,
-                    on_failover=lambda message: (
-                        line.close(),
-                        common.warn(f"{message}; planning again without that pool"),
-                    ),
+                    on_failover=failover,
                 )
         finally:
             line.close()
