@@ -92,7 +92,7 @@ def test_apply_refuses_unbought_reservations_unless_told_and_status_bills_them_o
 ) -> None:
     doc = aws_gang_plan()
     [r] = doc.reservations
-    refused = run("apply", doc.plan_id, "--yes", "--allow-stale", "--buy-later")
+    refused = run("apply", doc.plan_id, "--yes", "--allow-stale")
     assert refused.exit_code == 4
     assert f"{r.instances}× {r.instance_type} in {r.location}" in refused.stderr and "--buy-later" in refused.stderr
     assert all(d.describe("default") == [] for d in fake_clouds.values())  # nothing launched
@@ -114,7 +114,7 @@ def test_apply_refuses_unbought_reservations_unless_told_and_status_bills_them_o
     status = json.loads(run("status", "-o", "json").stdout)
     [group] = [g for g in status["groups"] if g["market"] == r.market]
     assert Decimal(group["hourly_usd"]) == r.unit_hourly_usd * r.instances and group["note"] is None
-    again = run("apply", doc.plan_id, "--yes", "--allow-stale", "--buy-later", "-o", "json")
+    again = run("apply", doc.plan_id, "--yes", "--allow-stale", "-o", "json")
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["to_buy"] == []
 
