@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Backtests on the real price histories (tests/fixtures/history/), timed.
 
-    python benchmarks/backtest.py [--days 49] [--seed 1] [--repeat] [--skip-p5]
+    python benchmarks/backtest.py [--days 40] [--seed 1] [--repeat] [--skip-p5]
 
-1. Seven weeks (2026-04-02 16:00 UTC + ``--days``) of hourly rebalancing passes on a 64-GPU
-   day-night A100 plan on GCP and Azure (on demand and spot), on the bundled catalog moved by the
-   anycloud history; spot interrupted at the pools' rates (seeded). ``--repeat`` runs it twice
+1. Forty days (2026-04-02 16:00 UTC + ``--days``, the span of the stored history) of hourly
+   rebalancing passes on a 64-GPU day-night A100 plan on GCP and Azure (on demand and spot), on the bundled
+   catalog moved by the anycloud history; spot interrupted at the pools' rates (seeded). ``--repeat`` runs it twice
    and compares (the same seed must give the same result).
 2. The AWS p5.48xlarge daily history around the June 2025 cut: a 32-GPU H100 gang (8-GPU
    nodes, on demand) on AWS us-east-1 and GCP us-east4, 2025-05-29 to 2025-06-12.
@@ -32,7 +32,7 @@ HISTORY = ROOT / "tests" / "fixtures" / "history"
 def load(names: list[str], clouds: list[str], markets: list[str], regions: list[str], **policy: object) -> tuple:
     from gpuprov import planning
     from gpuprov.commands import common
-    from gpuprov.commands.history import from_tuples
+    from gpuprov.commands.common import from_tuples
     from gpuprov.store.history import HistoryStore
     from policies import constraints, loader
     from pricing.gpus import resolve
@@ -84,7 +84,7 @@ def show(label: str, r: object, wall: float, cpu: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--days", type=int, default=49)
+    ap.add_argument("--days", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", action="store_true", help="run the seven weeks twice and compare")
     ap.add_argument("--skip-p5", action="store_true")

@@ -42,13 +42,17 @@ def refresh_cmd(
     catalog, _ = common.open_catalog()
     sources = default_sources(clouds)
     out = common.console()
+    from rich.console import Console
+
+    # the bars are for a person at a terminal: on stderr, only when it is one, gone when done
     with Progress(
         TextColumn("{task.description:<28}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=out,
-        transient=False,
+        console=Console(stderr=True),
+        transient=True,
+        disable=not sys.stderr.isatty(),
     ) as bar:
         tasks = {s.cloud: bar.add_task(f"{s.cloud.value}: {s.name}", total=None) for s in sources}
 

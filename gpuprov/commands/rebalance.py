@@ -232,7 +232,9 @@ def rebalance(
     emit: str = typer.Option(None, "--emit", help="print a manifest that runs it: cronjob or systemd"),
     yes: bool = typer.Option(False, "--yes", "-y", help="act; without it, decide and report only"),
     owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
-    plan: str = typer.Option(None, "--plan", help="the plan a fleet starts from (first pass only)"),
+    plan: str = typer.Option(
+        None, "--plan", help="the plan a fleet starts from (first pass only): a saved plan's id or a plan file"
+    ),
     share: str = typer.Option("0.25", "--disruption-share", help="most of a workload replaced per pass"),
     min_saving: str = typer.Option("5", "--min-saving", help="USD over the horizon a change must save"),
     min_fraction: str = typer.Option("0.02", "--min-saving-fraction", help="and this share of its cost"),
@@ -281,6 +283,12 @@ def rebalance(
             cfg,
         )
         return
+    if plan is not None and not names.PLAN_ID.fullmatch(plan):  # a plan file: stored, then followed by id
+        from gpuprov.store.plans import PlanStore
+
+        doc = common.load_plan(plan)
+        PlanStore().save(doc)
+        plan = doc.plan_id
     settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
     interval = common.parse_every(every) if every else timedelta(0)
     from gpuprov.rebalance import SystemClock, run_pass
