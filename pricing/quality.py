@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from decimal import Decimal
 from statistics import median
 
@@ -216,3 +217,23 @@ def annotate_all(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> 
 def annotate(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> list[Offer]:
     """``annotate_all``'s offers (the "no quote" rows left out)."""
     return annotate_all(offers, spot_rate).offers
+
+
+def as_of_spans(
+    offers: Iterable[Offer], fetched: dict[str, datetime] | None = None
+) -> dict[str, tuple[datetime, datetime]]:
+    """Per cloud, the oldest and newest as-of of these offers: each offer is dated by its source
+    row (``Offer.as_of``), else by its cloud's snapshot in ``fetched``."""
+    span: dict[str, tuple[datetime, datetime]] = {}
+    for o in offers:
+        when = o.as_of or (fetched or {}).get(o.cloud.value)
+        if when is None:
+            continue
+        lo, hi = span.get(o.cloud.value, (when, when))
+        span[o.cloud.value] = (min(lo, when), max(hi, when))
+    return dict(sorted(span.items()))
+
+
+def as_of_line(spans: dict[str, tuple[datetime, datetime]]) -> str:
+    parts = [f"{c} {lo:%Y-%m-%d}" + ("" if lo == hi else f" to {hi:%Y-%m-%d}") for c, (lo, hi) in spans.items()]
+    return "prices as of (oldest to newest source row): " + ("; ".join(parts) or "no offers")
