@@ -48,7 +48,8 @@ SNAPSHOTS = {
         "as_of": "2026-05-20T00:00:00+00:00",
         "source": "bundled:cyclenerd-pricing@dac31281+anycloud-catalog@62ff0a98",
         "note": "GCP a2/a3-highgpu/a3-megagpu/g2 on-demand and spot per zone, 1- and 3-year committed use "
-        "per region, from the Cloud Billing Catalog list (Cyclenerd pricing.yml, generated 2026-08-20); "
+        "per region, from the Cloud Billing Catalog list (Cyclenerd pricing.yml, generated 2026-08-20), "
+        "a3-edgegpu-8g priced as the list's a3-highgpu-8g (same SKUs), a3-highgpu-1g/2g/4g spot only; "
         "other types and n1 hosts with T4/V100/P100/P4 per zone, host VM + GPUs priced together "
         "(anycloud catalog, 2026-05-20)",
     },

@@ -178,3 +178,17 @@ def test_plans_price_spot_risk_per_pool_and_a_policy_override_wins(tmp_path: Pat
     for a in from_json(r.stdout).allocations:
         if a.spot:
             assert (a.interruptions_per_hour, a.interruption_source) == (D("0.05"), "policy:aws")
+
+
+def test_the_readme_states_the_thresholds_the_code_uses() -> None:
+    from pricing import quality
+    from tests.conftest import ROOT
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| rule | threshold | why |") :].split("\n\n", 1)[0]
+    shares = (quality.SUSPECT_SPOT_SHARE, quality.ROBUST_SHARE, quality.GPU_SHARE)
+    for share in (*shares, quality.ROBUST_SPOT_SHARE, quality.GPU_SPOT_SHARE):
+        assert f"{share:.0%}" in table, share
+    assert f"within {quality.ROBUST_WINDOW} MADs" in table and f"at least {quality.ROBUST_MIN_POINTS} values" in table
+    for flag in quality.ROBUST_FLAG.values():
+        assert f"`{flag}`" in table, flag
