@@ -125,3 +125,26 @@ def test_as_of_spans_date_each_offer_by_its_source_row() -> None:
     undated = [off("p4d.24xlarge", Market.ON_DEMAND, "20")]
     (r,) = planning.as_of_ranges(undated, [snap])
     assert r.oldest == r.newest == snap.fetched_at
+
+
+def test_export_writes_fractional_sizes_as_their_share_and_reads_them_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from gpuprov.cli import app
+    from pricing.gpuprov_csv import read_offers
+
+    out = tmp_path / "all.csv"
+    r = CliRunner().invoke(app, ["pricing", "export", "--cloud", "azure", "--out", str(out)])
+    assert r.exit_code == 0, r.stderr
+    with open(out, encoding="utf-8") as fh:
+        rows = list(read_offers(fh, "all.csv"))
+    nv4 = [o for o in rows if o.instance_type == "Standard_NV4as_v4"]
+    assert nv4 and {(o.gpus_per_instance, o.gpu_fraction, o.gpu_memory_gib) for o in nv4} == {(0, D("0.125"), 16)}
+    nc8 = {(o.gpus_per_instance, o.gpu_fraction) for o in rows if o.instance_type == "Standard_NC8ads_A10_v4"}
+    assert nc8 == {(0, D("0.5"))}
+    assert all(o.as_of == datetime(2026, 5, 20, tzinfo=UTC) for o in rows)
+    text = out.read_text(encoding="utf-8").splitlines()
+    assert text[0].endswith(",gpu_fraction,as_of")
+    assert any(
+        line.startswith("azure,") and ",Standard_NV4as_v4,MI25,0,16," in line and ",0.125," in line for line in text
+    )
