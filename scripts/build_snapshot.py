@@ -334,7 +334,10 @@ def _list_offers(
         return out  # a same-bill type GCP does not offer in this region
     where = zones.get((machine, region), [])
     if not where:
-        report.skip("list: on-demand/spot in a region with no zone for the type")
+        # anycloud lists the type in no zone of the region: GCP does not offer it there, so neither
+        # its on-demand/spot prices nor a commitment (which would have no alternative) are offers
+        report.skip("list: a region with no zone for the type (no offer)")
+        return out
     for zone in where:
         for market, column in ((Market.ON_DEMAND, "hour"), (Market.SPOT, "hour_spot")):
             if not gcp_machines.sold_in(machine, market):
