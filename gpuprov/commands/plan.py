@@ -167,7 +167,9 @@ def register(app: typer.Typer) -> None:
             extra = {**(extra or {}), "what_if_demand": str(scale)}
         pid = planning.plan_id(spec, snapshots, context, extra=extra)
         scenario = None if scale is None else planning.what_if(solved, spec, offers, context, when, scale)
-        quality = planning.price_quality(spec, offers, snapshots, context, when, solved)
+        from gpuprov import price_quality
+
+        quality = price_quality.price_quality(spec, offers, snapshots, context, when, solved)
         doc = planning.document(pid, solved, snapshots, total, spec, context, when, what_if=scenario, quality=quality)
         for line in doc.warnings:
             common.warn(line)
@@ -190,7 +192,7 @@ def register(app: typer.Typer) -> None:
         out.print(render.catalog_header(snapshots, when))
         for block in render.plan_tables(doc):
             out.print(block)
-        for line in planning.quality_lines(doc):
+        for line in price_quality.quality_lines(doc):
             out.print(line)
         if doc.horizon_hours > 1:
             out.print(render.slot_chart(doc))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal as D
 
-from gpuprov import planning
+from gpuprov import planning, price_quality
 from gpuprov.models import Cloud, Market, Offer, SnapshotInfo
 from pricing.quality import annotate_all, robust_median
 
@@ -49,7 +49,7 @@ def test_a_commitment_without_an_on_demand_price_is_kept_but_not_planned() -> No
         ("p4d.24xlarge", Market.ON_DEMAND),
         ("p4d.24xlarge", Market.RESERVED_1Y),
     }
-    assert planning.screen(spec(), offers).without_alternative == 1
+    assert price_quality.screen(spec(), offers).without_alternative == 1
     plan = planning.run(request).plan
     assert {r.offer.instance_type for r in plan.reservations} <= {"p4d.24xlarge"}
     # with an on-demand price in its region it is an alternative again, and the cheapest
@@ -66,11 +66,11 @@ def test_suspect_quotes_are_out_by_default_and_counted() -> None:
             off("p4d.24xlarge", Market.SPOT, "9", zone="r1-b"),
         ]
     ).offers
-    found = planning.screen(spec(), offers)
+    found = price_quality.screen(spec(), offers)
     assert [o.hourly_usd for o in found.suspect] == [D(2)]
     assert all(o.hourly_usd != D(2) for o in planning.request_from_spec(spec(), offers).offers)
     assert any(o.hourly_usd == D(2) for o in planning.request_from_spec(spec(True), offers).offers)
-    assert planning.screen(spec(True), offers).suspect == ()
+    assert price_quality.screen(spec(True), offers).suspect == ()
 
 
 def test_price_quality_solves_again_with_the_suspect_quotes() -> None:
@@ -78,7 +78,7 @@ def test_price_quality_solves_again_with_the_suspect_quotes() -> None:
     ctx = planning.flags_context()
     when = datetime(2026, 6, 1, tzinfo=UTC)
     solved = planning.run(planning.request_for(spec(), offers, ctx, when))
-    q = planning.price_quality(spec(), offers, [], ctx, when, solved)
+    q = price_quality.price_quality(spec(), offers, [], ctx, when, solved)
     assert q.suspect_left_out == 1 and q.suspect_flags == {"suspect-spot": 1}
     # by hand: 16 GPUs, half on spot at most: 1 spot node at $2 + 1 on-demand node at $20
     assert solved.plan.total_cost_usd == D(40)
@@ -120,10 +120,10 @@ def test_as_of_spans_date_each_offer_by_its_source_row() -> None:
         off("p4d.24xlarge", Market.RESERVED_1Y, "13", as_of=b),
     ]
     snap = SnapshotInfo(1, "x", Cloud.AWS, datetime(2024, 1, 1, tzinfo=UTC), 2, True)
-    (r,) = planning.as_of_ranges(offers, [snap])
+    (r,) = price_quality.as_of_ranges(offers, [snap])
     assert (r.cloud, r.oldest, r.newest) == ("aws", a, b)
     undated = [off("p4d.24xlarge", Market.ON_DEMAND, "20")]
-    (r,) = planning.as_of_ranges(undated, [snap])
+    (r,) = price_quality.as_of_ranges(undated, [snap])
     assert r.oldest == r.newest == snap.fetched_at
 
 
