@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from statistics import median
+from typing import Any
 
 from gpuprov.models import DEFAULT_INTERRUPTIONS_PER_HOUR, Market, Offer
 from pricing import azure_sizes
@@ -122,7 +123,7 @@ class Annotated:
     no_quote: list[Offer]
 
 
-Refs = dict[tuple[str, str, str], Decimal]
+Refs = dict[tuple[Any, str, Any], Decimal]
 
 
 def references(offers: Sequence[Offer]) -> tuple[Refs, Refs]:
@@ -132,17 +133,17 @@ def references(offers: Sequence[Offer]) -> tuple[Refs, Refs]:
       (each region once, its cheapest zone);
     * by GPU: (cloud, GPU, market) -> the robust median, over the instance types with that GPU, of
       each type's median per-GPU price (each type once, however many regions list it)."""
-    by_place: dict[tuple[str, str, str], dict[str, Decimal]] = defaultdict(dict)
-    gpu_of: dict[tuple[str, str, str], tuple[tuple[str, str, str], int]] = {}
+    by_place: dict[tuple[Any, str, Any], dict[str, Decimal]] = defaultdict(dict)
+    gpu_of: dict[tuple[Any, str, Any], tuple[tuple[Any, str, Any], int]] = {}
     for o in offers:
         if o.gpu_fraction is not None or o.gpus_per_instance < 1:
             continue
-        key = (o.cloud.value, o.instance_type, o.market.value)
-        gpu_of[key] = ((o.cloud.value, o.gpu, o.market.value), o.gpus_per_instance)
+        key = (o.cloud, o.instance_type, o.market)
+        gpu_of[key] = ((o.cloud, o.gpu, o.market), o.gpus_per_instance)
         here = by_place[key]
         here[o.region] = min(here.get(o.region, o.hourly_usd), o.hourly_usd)
-    by_type: dict[tuple[str, str, str], Decimal] = {}
-    per_gpu: dict[tuple[str, str, str], list[Decimal]] = defaultdict(list)
+    by_type: Refs = {}
+    per_gpu: dict[tuple[Any, str, Any], list[Decimal]] = defaultdict(list)
     for key, prices in by_place.items():
         ref = robust_median(prices.values())
         if ref is not None:
@@ -158,20 +159,20 @@ def annotate_all(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> 
     get their GPUs and GPU memory from Microsoft's size tables (``pricing/azure_sizes.py``), so a
     catalog stored before those were applied reads true too."""
     offers = [azure_sizes.corrected(o) for o in offers]
-    od_at: dict[tuple[str, str, str], Decimal] = {}
-    od_region: dict[tuple[str, str, str], Decimal] = {}
+    od_at: dict[tuple[Any, str, str], Decimal] = {}
+    od_region: dict[tuple[Any, str, str], Decimal] = {}
     for o in offers:
         if o.market is Market.ON_DEMAND:
-            key = (o.cloud.value, o.location, o.instance_type)
+            key = (o.cloud, o.location, o.instance_type)
             od_at[key] = min(od_at.get(key, o.hourly_usd), o.hourly_usd)
-            rkey = (o.cloud.value, o.region, o.instance_type)
+            rkey = (o.cloud, o.region, o.instance_type)
             od_region[rkey] = min(od_region.get(rkey, o.hourly_usd), o.hourly_usd)
     kept: list[Offer] = []
     dropped: list[Offer] = []
     for o in offers:
         if o.market is Market.SPOT:
-            ref = od_at.get((o.cloud.value, o.location, o.instance_type)) or od_region.get(
-                (o.cloud.value, o.region, o.instance_type)
+            ref = od_at.get((o.cloud, o.location, o.instance_type)) or od_region.get(
+                (o.cloud, o.region, o.instance_type)
             )
             if ref is not None and o.hourly_usd >= ref:
                 dropped.append(o)
@@ -186,8 +187,8 @@ def annotate_all(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> 
         if fractional and "fractional-gpu" not in flags:
             flags.append("fractional-gpu")
         if o.market is Market.SPOT:
-            ref = od_at.get((o.cloud.value, o.location, o.instance_type)) or od_region.get(
-                (o.cloud.value, o.region, o.instance_type)
+            ref = od_at.get((o.cloud, o.location, o.instance_type)) or od_region.get(
+                (o.cloud, o.region, o.instance_type)
             )
             if ref and o.hourly_usd < SUSPECT_SPOT_SHARE * ref and "suspect-spot" not in flags:
                 flags.append("suspect-spot")
@@ -201,8 +202,8 @@ def annotate_all(offers: Sequence[Offer], spot_rate: SpotRate | None = None) -> 
                 )
         flag = ROBUST_FLAG[o.market]
         spot = o.market is Market.SPOT
-        type_ref = by_type.get((o.cloud.value, o.instance_type, o.market.value))
-        gpu_ref = by_gpu.get((o.cloud.value, o.gpu, o.market.value))
+        type_ref = by_type.get((o.cloud, o.instance_type, o.market))
+        gpu_ref = by_gpu.get((o.cloud, o.gpu, o.market))
         low = (type_ref is not None and o.hourly_usd < (ROBUST_SPOT_SHARE if spot else ROBUST_SHARE) * type_ref) or (
             gpu_ref is not None and _per_gpu(o) < (GPU_SPOT_SHARE if spot else GPU_SHARE) * gpu_ref
         )
