@@ -39,7 +39,8 @@ from gpuprov.errors import ConfigError
 from gpuprov.safeyaml import describe
 
 HOURS_PER_YEAR = 8760
-KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts", "savings_plans", "bootstrap")
+KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts", "savings_plans", "bootstrap", "pricing")
+PRICING_KEYS = ("include_suspect",)  # pricing.include_suspect: plans use suspect quotes too
 SAVINGS_PLAN_KINDS = ("compute_1y", "compute_3y", "ec2_instance_1y", "ec2_instance_3y")
 LIMIT_KEYS = ("max_launch_per_run", "max_price_age_hours", "unavailable_ttl_minutes", "budget_per_hour")
 
@@ -63,6 +64,7 @@ class Config:
     discounts: dict[str, Decimal] = field(default_factory=dict)
     savings_plans: dict[str, dict[str, Decimal]] = field(default_factory=dict)
     bootstrap: Bootstrap = field(default_factory=Bootstrap)
+    include_suspect: bool = False  # pricing.include_suspect (plan --include-suspect)
 
 
 def config_path() -> Path:
@@ -145,9 +147,16 @@ def load() -> Config:
         unknown = sorted(set(raw) - set(KEYS))
         if unknown:
             raise ConfigError(f"{path}: {unknown[0]}: unknown key (expected one of: {', '.join(KEYS)})")
-    for key in ("aws", "gcp", "azure", "limits", "discounts", "savings_plans"):
+    for key in ("aws", "gcp", "azure", "limits", "discounts", "savings_plans", "pricing"):
         if raw.get(key) is not None and not isinstance(raw[key], dict):
             raise ConfigError(f"{path}: {key}: must be a mapping")
+    pricing = raw.get("pricing") or {}
+    unknown = sorted(set(pricing) - set(PRICING_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: pricing.{unknown[0]}: unknown key (expected one of: {', '.join(PRICING_KEYS)})")
+    include_suspect = pricing.get("include_suspect", False)
+    if not isinstance(include_suspect, bool):
+        raise ConfigError(f"{path}: pricing.include_suspect: must be true or false, got {describe(include_suspect)}")
     lim = raw.get("limits") or {}
     unknown = sorted(set(lim) - set(LIMIT_KEYS))
     if unknown:
@@ -198,6 +207,7 @@ def load() -> Config:
         azure=azure,
         limits=limits,
         discounts=discounts,
+        include_suspect=include_suspect,
         savings_plans=savings_plans,
         bootstrap=bootstrap,
     )

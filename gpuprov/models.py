@@ -184,6 +184,8 @@ class Offer:
     # a share of one GPU (Azure NV4as_v4 = 1/8 MI25): such an offer holds no whole GPU, is shown
     # with its share and priced per whole GPU, and no plan uses it
     gpu_fraction: Decimal | None = None
+    # when the source row this offer comes from was priced (aware UTC); None: the snapshot's as-of
+    as_of: datetime | None = None
 
     @property
     def location(self) -> str:

@@ -157,6 +157,8 @@ class RequestSpec:
     held: tuple[HeldSpec, ...] = ()  # commitments already paid for, used first
     # AWS Savings Plans: kind_term (compute_1y, ec2_instance_3y, …) -> family or "*" -> share off
     savings_plan_discounts: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    # quotes flagged suspect (pricing/quality.py) are left out unless this is true (--include-suspect)
+    include_suspect: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,34 @@ class Reservation:
     def term_label(self) -> str:
         years = self.term_hours / 8760
         return f"{years:g} year" + ("" if years == 1 else "s")
+
+
+@dataclass(frozen=True)
+class AsOfRange:
+    """The oldest and newest as-of of the offers a plan read from one cloud (each offer is dated
+    by its source row)."""
+
+    __pydantic_config__ = _STRICT
+
+    cloud: CloudName
+    oldest: datetime
+    newest: datetime
+
+
+@dataclass(frozen=True)
+class PriceQuality:
+    """What the plan left out of the catalog and why (pricing/quality.py, planning.screen)."""
+
+    __pydantic_config__ = _STRICT
+
+    include_suspect: bool
+    suspect_left_out: int  # offers the request allows that are flagged suspect, left out
+    suspect_flags: dict[str, int]  # left out, by flag
+    # what the plan would cost per hour with them (a second solve), or why that is not known
+    with_suspect_hourly_usd: Decimal | None
+    with_suspect_note: str | None
+    commitments_without_on_demand: int  # reserved offers whose type has no on-demand price there
+    as_of: tuple[AsOfRange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -427,6 +457,7 @@ class PlanDocument:
     snapshots: tuple[SnapshotRef, ...]
     excluded_pools: tuple[Site, ...] = ()  # written as 4-string arrays, read back as Sites
     warnings: tuple[str, ...] = ()
+    price_quality: PriceQuality | None = None
 
     # ------------------------------------------------------------------ views
     @property

@@ -38,6 +38,7 @@ from gpuprov.optimizer.problem import (
 )
 from gpuprov.optimizer.reduce import usable
 from gpuprov.optimizer.solve import solve
+from pricing.quality import is_suspect
 
 if TYPE_CHECKING:
     from policies.model import Policy
@@ -164,6 +165,15 @@ def _match(value: str, globs: Sequence[str]) -> bool:
 
 
 def allowed(spec: pd.RequestSpec, o: Offer) -> bool:
+    """Whether the request may use the offer: its GPU, clouds, regions and markets, and no quote
+    flagged suspect unless the request includes them (pricing/quality.py)."""
+    if not spec.include_suspect and is_suspect(o):
+        return False
+    return permitted(spec, o)
+
+
+def permitted(spec: pd.RequestSpec, o: Offer) -> bool:
+    """``allowed`` without the suspect rule."""
     cloud = o.cloud.value
     if o.gpu not in spec.gpu_names:
         return False
@@ -295,8 +305,10 @@ def request_from_spec(
     hours: Sequence[datetime] | None = None,
 ) -> PlanRequest:
     """The optimizer's request; ``hours`` (the calendar hour of each slot, ``slot_hours``) dates
-    held commitments (without them every held commitment counts in every slot)."""
-    offers_ok = [o for o in offers if allowed(spec, o)]
+    held commitments (without them every held commitment counts in every slot). A reserved offer
+    whose type has no on-demand price in its region is left out (``without_alternative``)."""
+    lone = set(without_alternative(offers))
+    offers_ok = [o for o in offers if allowed(spec, o) and o.key not in lone]
     caps: dict[PoolKey, int] = {}
     for o in offers_ok:
         for c in spec.offer_caps:
@@ -327,6 +339,19 @@ def request_from_spec(
         held=held_commitments(spec, offers_ok, hours, slots),
         savings_plan_options=savings_plan_options(spec, offers_ok),
     )
+
+
+def without_alternative(offers: Sequence[Offer]) -> list[PoolKey]:
+    """Reserved offers whose instance type has no on-demand offer in the same cloud and region:
+    a commitment with nothing to compare it with (its saving is unknown). They stay in the
+    catalog; plans do not recommend them."""
+    on_demand = {(o.cloud, o.region, o.instance_type) for o in offers if o.market is Market.ON_DEMAND}
+    return [
+        o.key
+        for o in offers
+        if o.market in (Market.RESERVED_1Y, Market.RESERVED_3Y)
+        and (o.cloud, o.region, o.instance_type) not in on_demand
+    ]
 
 
 def request_for(
@@ -405,6 +430,8 @@ def plan_id(
     for w in spec_dict["workloads"]:  # no interconnect asked: the id plans had before there was one
         if w.get("interconnect") is None:
             w.pop("interconnect", None)
+    if not spec_dict.get("include_suspect"):  # the default: the id it had before the field existed
+        spec_dict.pop("include_suspect", None)
     payload = {
         "schema": pd.SCHEMA_VERSION,
         "spec": pd.plain(spec_dict),
@@ -475,6 +502,7 @@ def document(
     created: datetime,
     unavailable: Collection[Site] = (),
     what_if: pd.WhatIf | None = None,
+    quality: pd.PriceQuality | None = None,
 ) -> pd.PlanDocument:
     plan = solved.plan
     hours = plan.horizon_hours
@@ -578,6 +606,7 @@ def document(
         snapshots=snaps,
         excluded_pools=tuple(sorted(Site(*p) for p in unavailable)),
         warnings=_warnings(allocations, tuple(reservations)) + _held_warnings(solved.request),
+        price_quality=quality,
     )
     pd.check(doc)
     return doc
@@ -754,7 +783,7 @@ def _warnings(allocations: Sequence[pd.Allocation], reservations: Sequence[pd.Re
         for flag in a.flags:
             out.append(
                 f"the plan relies on a {flag} quote: {a.instance_type} {a.market} in {a.location} "
-                f"at ${a.unit_hourly_usd:.4f}/h; check it, or plan with --exclude-suspect"
+                f"at ${a.unit_hourly_usd:.4f}/h (let in by --include-suspect); check it"
             )
     return tuple(sorted(set(out)))
 

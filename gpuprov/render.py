@@ -53,6 +53,7 @@ def offer_dict(o: Offer) -> dict[str, Any]:
         "gpu_fraction": None if o.gpu_fraction is None else str(o.gpu_fraction),
         "interruptions_per_hour": None if o.interruptions_per_hour is None else str(o.interruptions_per_hour),
         "interruption_source": o.interruption_source,
+        "as_of": None if o.as_of is None else o.as_of.isoformat(),
     }
 
 

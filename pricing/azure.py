@@ -33,8 +33,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from gpuprov.models import Cloud, Market, Offer
+from pricing import azure_sizes, interconnect
 from pricing import gpus as gpu_names
-from pricing import interconnect
 from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError
 from pricing.validate import MISSING, to_price
 from sdk import azure as sdk_azure
@@ -93,6 +93,8 @@ def bundled_sizes() -> dict[str, VmSize]:
     for snap in load_bundled():
         if snap.cloud is Cloud.AZURE:
             for o in snap.offers:
+                if o.gpu_fraction is not None:  # partitions: not refreshed live (as vm_size skips them)
+                    continue
                 out.setdefault(
                     o.instance_type, VmSize(o.instance_type, o.gpu, o.gpus_per_instance, o.vcpus, o.memory_gib)
                 )
@@ -356,6 +358,7 @@ class _AzureFetch:
             currency=str(item.get("currencyCode") or "USD"),
             interconnect=interconnect.of("azure", size.name),
         )
+        offer = azure_sizes.corrected(offer)  # GPUs and GPU memory from Microsoft's size tables
         key, since = (region, size.name, market), str(item.get("effectiveStartDate") or "")
         if key not in offers or since > offers[key][0]:  # the newest row of a meter wins
             offers[key] = (since, offer)

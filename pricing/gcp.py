@@ -39,6 +39,7 @@ from typing import Any
 
 from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
+from pricing import gcp_machines
 from pricing import gpus as gpu_names
 from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError
 from pricing.skypilot import _GCP_ATTACHABLE, _GCP_BUILTIN, GCP_N1_HOST, _gcp_builtin
@@ -326,6 +327,8 @@ class _GcpFetch:
             if self.gpus is not None and gpu not in self.gpus:
                 continue
             for usage, market in USAGE_MARKET.items():
+                if not gcp_machines.sold_in(machine.name, market):  # a3-highgpu-1g/2g/4g: spot only
+                    continue
                 if market.is_reserved:  # regional: once per region, not once per zone
                     pool = (region, machine.name, gpu, count, market)
                     if pool in reserved_seen:

@@ -1,14 +1,19 @@
 """gpuprov's own offer CSV: one offer a row, prices as exact decimal strings.
 
 Columns: cloud,region,zone,instance_type,gpu,gpus_per_instance,gpu_memory_gib,vcpus,
-memory_gib,market,hourly_usd,interconnect,currency. ``zone`` and ``interconnect`` may be empty.
-The bundled snapshot and ``gpuprov pricing export`` use this layout.
+memory_gib,market,hourly_usd,interconnect,currency,gpu_fraction,as_of. ``zone``, ``interconnect``,
+``gpu_fraction`` and ``as_of`` may be empty. A size that holds a share of one GPU (Azure
+NV4as_v4: 1/8 of an MI25) has ``gpus_per_instance`` 0 and its share in ``gpu_fraction``; ``as_of``
+is when the offer's source row was priced (ISO 8601 with its offset). Files without the last two
+columns (written before they existed) are read too. The bundled snapshot and ``gpuprov pricing
+export`` use this layout.
 """
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import IO, Any
 
@@ -30,7 +35,10 @@ COLUMNS = (
     "hourly_usd",
     "interconnect",
     "currency",
+    "gpu_fraction",
+    "as_of",
 )
+LEGACY_COLUMNS = COLUMNS[:13]
 
 
 def write_offers(offers: Iterable[Offer], out: IO[str]) -> int:
@@ -53,6 +61,8 @@ def write_offers(offers: Iterable[Offer], out: IO[str]) -> int:
                 o.hourly_usd,
                 o.interconnect or "",
                 o.currency,
+                "" if o.gpu_fraction is None else o.gpu_fraction,
+                "" if o.as_of is None else o.as_of.isoformat(),
             ]
         )
         n += 1
@@ -71,27 +81,36 @@ def read_offer_lines(lines: Iterable[str], origin: str, report: Any = None) -> I
 
     reader = csv.reader(lines)
     header = next(reader, None)
-    if header is None or tuple(header) != COLUMNS:
+    if header is None or tuple(header) not in (COLUMNS, LEGACY_COLUMNS):
         raise ConfigError(f"{origin}:1: not a gpuprov offers CSV (expected header {','.join(COLUMNS)})")
+    columns = tuple(header)
     for row in reader:
         line = reader.line_num
         try:
-            yield line, _offer(row, line, origin, IDENTIFIER, MAX_FIELD, price_problem)
+            yield line, _offer(row, line, origin, IDENTIFIER, MAX_FIELD, price_problem, columns)
         except ConfigError as exc:
             if report is None:
                 raise
             report.skip(exc.message.split(": ", 1)[-1], line)
 
 
-def _offer(row: list[str], line: int, origin: str, ident: Any, max_field: int, price_problem: Any) -> Offer:
+def _offer(
+    row: list[str],
+    line: int,
+    origin: str,
+    ident: Any,
+    max_field: int,
+    price_problem: Any,
+    columns: tuple[str, ...] = COLUMNS,
+) -> Offer:
     def bad(reason: str) -> ConfigError:
         return ConfigError(f"{origin}:{line}: {reason}")
 
-    if len(row) != len(COLUMNS):
+    if len(row) != len(columns):
         raise bad("wrong number of fields")
     if any(len(v) > max_field for v in row):
         raise bad("field over 1,000 characters")
-    rec = dict(zip(COLUMNS, row, strict=True))
+    rec = {"gpu_fraction": "", "as_of": "", **dict(zip(columns, row, strict=True))}
     try:
         cloud = Cloud(rec["cloud"])
         market = Market(rec["market"])
@@ -109,8 +128,10 @@ def _offer(row: list[str], line: int, origin: str, ident: Any, max_field: int, p
     problem = price_problem(price, rec["currency"] or "USD")
     if problem is not None:
         raise bad(problem)
-    if count < 1 or gmem < 0 or vcpus < 0 or not memory.is_finite() or memory < 0:
+    fraction = _fraction(rec["gpu_fraction"], count, bad)
+    if (count < 1 and fraction is None) or gmem < 0 or vcpus < 0 or not memory.is_finite() or memory < 0:
         raise bad("negative or zero spec")
+    as_of = _as_of(rec["as_of"], bad)
     try:
         gpu = gpus.canonical(rec["gpu"])
     except UnknownGpuError:
@@ -129,4 +150,32 @@ def _offer(row: list[str], line: int, origin: str, ident: Any, max_field: int, p
         hourly_usd=price,
         interconnect=rec["interconnect"] or None,
         currency=rec["currency"] or "USD",
+        gpu_fraction=fraction,
+        as_of=as_of,
     )
+
+
+def _fraction(text: str, count: int, bad: Any) -> Decimal | None:
+    """A share of one GPU: a number in (0, 1) with ``gpus_per_instance`` 0, or empty."""
+    if not text:
+        return None
+    try:
+        share = Decimal(text)
+    except InvalidOperation:
+        raise bad("gpu_fraction is not a number") from None
+    if not share.is_finite() or not 0 < share < 1 or count != 0:
+        raise bad("gpu_fraction must be in (0, 1) with gpus_per_instance 0")
+    return share
+
+
+def _as_of(text: str, bad: Any) -> datetime | None:
+    """An aware ISO 8601 time (kept in UTC), or empty."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise bad("as_of is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise bad("as_of has no UTC offset")
+    return when.astimezone(UTC)

@@ -14,7 +14,8 @@ Three layouts (the header row tells them apart):
     rows and the n1 host sizes that T4/V100/P100/P4 attach to, a few per zone), the second
     streams the host rows and emits offers, so memory does not grow with the file.
 * Azure: ``InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation``
-  - per region; fractional GPU counts (0.5 of an A10) are skipped.
+  - per region; a size in Microsoft's size tables (``pricing/azure_sizes.py``) gets its GPUs
+    (a share of one for a partition) and GPU memory from there; other fractional counts are skipped.
 
 Rows that cannot become an offer are counted by reason in ``ParseReport`` rather than
 dropped silently. A row that is malformed (a price that is not a number) raises
@@ -32,7 +33,7 @@ from decimal import Decimal, InvalidOperation
 
 from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
-from pricing import gpus
+from pricing import azure_sizes, gpus
 from pricing import interconnect as fabric
 
 AWS_HEADER = (
@@ -224,7 +225,9 @@ def detect_cloud(header: tuple[str, ...], origin: str) -> Cloud:
     raise ConfigError(f"{origin}:1: not a SkyPilot v8 vms.csv header: {','.join(header)}")
 
 
-def _gpu(row: _Row, report: ParseReport) -> tuple[str, int] | None:
+def _gpu(row: _Row, report: ParseReport, whole: bool = True) -> tuple[str, int] | None:
+    """(canonical GPU, count) of a row; with ``whole`` False a fractional count is kept (as 1: the
+    caller corrects the size from its table)."""
     name = row.get("AcceleratorName")
     if not name:
         report.skip("no accelerator")
@@ -235,6 +238,8 @@ def _gpu(row: _Row, report: ParseReport) -> tuple[str, int] | None:
         report.skip(f"unknown accelerator {name}")
         return None
     count = Decimal(row.get("AcceleratorCount") or "0")
+    if not whole and 0 < count < 1:
+        return canonical, 1
     if count < 1 or count != count.to_integral_value():
         report.skip("fractional GPU")
         return None
@@ -259,7 +264,8 @@ def _per_row(
 ) -> Iterator[tuple[int, Offer]]:
     """AWS and Azure rows: one instance type with its GPUs, priced per zone (AWS) or region (Azure)."""
     for row in rows:
-        gpu = _gpu(row, report)
+        sized = cloud is Cloud.AZURE and azure_sizes.size_of(row.get("InstanceType")) is not None
+        gpu = _gpu(row, report, whole=not sized)
         if gpu is None:
             continue
         name, count = gpu
@@ -269,19 +275,21 @@ def _per_row(
             report.offers += 1
             yield (
                 row.line,
-                Offer(
-                    cloud=cloud,
-                    region=row.get("Region"),
-                    zone=(row.get(zone_column) or None) if zone_column else None,
-                    instance_type=row.get("InstanceType"),
-                    gpu=name,
-                    gpus_per_instance=count,
-                    gpu_memory_gib=gpus.memory_gib(name),
-                    vcpus=int(row.number("vCPUs", origin)),
-                    memory_gib=row.quantity("MemoryGiB", origin),
-                    market=market,
-                    hourly_usd=price,
-                    interconnect=fabric.of(cloud.value, row.get("InstanceType")),
+                azure_sizes.corrected(
+                    Offer(
+                        cloud=cloud,
+                        region=row.get("Region"),
+                        zone=(row.get(zone_column) or None) if zone_column else None,
+                        instance_type=row.get("InstanceType"),
+                        gpu=name,
+                        gpus_per_instance=count,
+                        gpu_memory_gib=gpus.memory_gib(name),
+                        vcpus=int(row.number("vCPUs", origin)),
+                        memory_gib=row.quantity("MemoryGiB", origin),
+                        market=market,
+                        hourly_usd=price,
+                        interconnect=fabric.of(cloud.value, row.get("InstanceType")),
+                    )
                 ),
             )
 
@@ -340,7 +348,15 @@ def _gcp_emit(
     sp_h, sp_a = host.money("SpotPrice", origin), accel.money("SpotPrice", origin)
     od = od_h + od_a if od_h is not None and od_a is not None else None
     spot = sp_h + sp_a if sp_h is not None and sp_a is not None else None
-    for market, price in _pair(od, spot, report):
+    pairs: list[tuple[Market, Decimal]]
+    if od_a is not None and sp_a is not None and od_a < sp_a:
+        # the GPUs' on-demand row below their own spot row: the on-demand row is no price (anycloud
+        # H200 in 6 regions: 36.60 against spot 38.74, where the other regions say 74.49 / 37.25)
+        report.skip("accelerator on-demand below its own spot (no quote)")
+        pairs = [(Market.SPOT, spot)] if spot is not None else []
+    else:
+        pairs = _pair(od, spot, report)
+    for market, price in pairs:
         report.offers += 1
         yield (
             host.line,

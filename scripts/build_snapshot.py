@@ -18,6 +18,8 @@ import json
 import re
 import sys
 from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpuprov.errors import ConfigError, UnknownGpuError  # noqa: E402
 from gpuprov.models import HOURS_PER_MONTH, Cloud, Market, Offer  # noqa: E402
-from pricing import gpus, interconnect, skypilot  # noqa: E402
+from pricing import gcp_machines, gpus, interconnect, skypilot  # noqa: E402
 from pricing.gpuprov_csv import write_offers  # noqa: E402
 
 SRC = ROOT / "data" / "sources"
@@ -46,7 +48,8 @@ SNAPSHOTS = {
         "as_of": "2026-05-20T00:00:00+00:00",
         "source": "bundled:cyclenerd-pricing@dac31281+anycloud-catalog@62ff0a98",
         "note": "GCP a2/a3-highgpu/a3-megagpu/g2 on-demand and spot per zone, 1- and 3-year committed use "
-        "per region, from the Cloud Billing Catalog list (Cyclenerd pricing.yml, generated 2026-08-20); "
+        "per region, from the Cloud Billing Catalog list (Cyclenerd pricing.yml, generated 2026-08-20), "
+        "a3-edgegpu-8g priced as the list's a3-highgpu-8g (same SKUs), a3-highgpu-1g/2g/4g spot only; "
         "other types and n1 hosts with T4/V100/P100/P4 per zone, host VM + GPUs priced together "
         "(anycloud catalog, 2026-05-20)",
     },
@@ -60,6 +63,15 @@ SNAPSHOTS = {
 # Source labels in the disagreement report.
 GCP_LIST = "cyclenerd-pricing@dac31281"
 GCP_ANYCLOUD = "anycloud-catalog@62ff0a98"
+GCP_SAME_BILL = "cyclenerd-pricing@dac31281:same-bill"  # priced as the listed type it is billed like
+
+# When each source's rows were priced: every offer carries its row's date (one as-of per source).
+AS_OF = {
+    "skypilot": datetime.fromisoformat("2025-12-01T00:00:00+00:00"),  # "late 2025", conservative
+    "vantage": datetime.fromisoformat("2026-01-21T00:00:00+00:00"),
+    "cyclenerd": datetime.fromisoformat("2026-08-20T00:00:00+00:00"),
+    "anycloud": datetime.fromisoformat("2026-05-20T00:00:00+00:00"),
+}
 # Two sources pricing one offer "disagree" when the other differs from the kept price by more than this share.
 DISAGREEMENT = Decimal("0.15")
 REPORT_COLUMNS = (
@@ -247,6 +259,7 @@ def aws_reserved(on_demand: list[Offer], report: skypilot.ParseReport) -> list[O
                 market=Market.RESERVED_1Y,
                 hourly_usd=Decimal(row["Reserved1y"]),
                 interconnect=interconnect.of("aws", row["InstanceType"]),
+                as_of=AS_OF["vantage"],
             )
         )
     return out
@@ -271,7 +284,7 @@ def gcp_list(zones: dict[tuple[str, str], list[str]], report: skypilot.ParseRepo
     path = SRC / "gcp" / "cyclenerd-pricing-gpu-all-regions.csv"
     out: list[Offer] = []
     for line, row in enumerate(csv.DictReader(_lines(path)), start=2):
-        machine, region = row["machine_type"], row["region"]
+        machine = row["machine_type"]
         count = Decimal(row["gpu_count"])
         if count < 1 or count != count.to_integral_value():
             report.skip("list: fractional GPU")
@@ -285,32 +298,63 @@ def gcp_list(zones: dict[tuple[str, str], list[str]], report: skypilot.ParseRepo
         builtin = skypilot._gcp_builtin(machine)
         if builtin is None or builtin[:2] != (spelling, int(count)):
             raise ConfigError(f"{path.name}:{line}: {machine} with {row['gpu_key']} x {count} is not a known shape")
-        base = {
-            "cloud": Cloud.GCP,
-            "region": region,
-            "instance_type": machine,
-            "gpu": gpu,
-            "gpus_per_instance": int(count),
-            "gpu_memory_gib": gpus.memory_gib(gpu),
-            "vcpus": int(Decimal(row["vcpus"])),
-            "memory_gib": _plain(Decimal(row["ram_gib"])),
-            "interconnect": builtin[2],
-        }
-        where = zones.get((machine, region), [])
-        if not where:
-            report.skip("list: on-demand/spot in a region with no zone for the type")
-        for zone in where:
-            for market, column in ((Market.ON_DEMAND, "hour"), (Market.SPOT, "hour_spot")):
-                if row[column]:
-                    out.append(Offer(zone=zone, market=market, hourly_usd=Decimal(row[column]), **base))
-                else:
-                    report.skip(f"list: no {column}")
-        for market, column in ((Market.RESERVED_1Y, "month_1y"), (Market.RESERVED_3Y, "month_3y")):
-            if not row[column]:
+        names = [machine] + [b.machine for b in gcp_machines.SAME_BILL if b.like == machine]
+        for name in names:
+            out += _list_offers(row, name, gpu, int(count), builtin[2], zones, report)
+    return out
+
+
+def _list_offers(
+    row: dict[str, str],
+    machine: str,
+    gpu: str,
+    count: int,
+    fabric: str | None,
+    zones: dict[tuple[str, str], list[str]],
+    report: skypilot.ParseReport,
+) -> list[Offer]:
+    """One list row's offers for ``machine`` (the row's own type, or one billed like it): on demand
+    and spot in the zones anycloud lists ``machine`` in, commitments per region where anycloud
+    lists it at all (the row's own type: always)."""
+    region = row["region"]
+    out: list[Offer] = []
+    base = {
+        "cloud": Cloud.GCP,
+        "region": region,
+        "instance_type": machine,
+        "gpu": gpu,
+        "gpus_per_instance": count,
+        "gpu_memory_gib": gpus.memory_gib(gpu),
+        "vcpus": int(Decimal(row["vcpus"])),
+        "memory_gib": _plain(Decimal(row["ram_gib"])),
+        "interconnect": fabric,
+        "as_of": AS_OF["cyclenerd"],
+    }
+    if machine != row["machine_type"] and (machine, region) not in zones:
+        return out  # a same-bill type GCP does not offer in this region
+    where = zones.get((machine, region), [])
+    if not where:
+        # anycloud lists the type in no zone of the region: GCP does not offer it there, so neither
+        # its on-demand/spot prices nor a commitment (which would have no alternative) are offers
+        report.skip("list: a region with no zone for the type (no offer)")
+        return out
+    for zone in where:
+        for market, column in ((Market.ON_DEMAND, "hour"), (Market.SPOT, "hour_spot")):
+            if not gcp_machines.sold_in(machine, market):
+                report.skip(f"list: {market.value} of a type GCP does not sell so")
+            elif row[column]:
+                out.append(Offer(zone=zone, market=market, hourly_usd=Decimal(row[column]), **base))
+            else:
                 report.skip(f"list: no {column}")
-                continue
-            hourly = (Decimal(row[column]) / HOURS_PER_MONTH).quantize(HOURLY_QUANTUM)
-            out.append(Offer(zone=None, market=market, hourly_usd=hourly, **base))
+    for market, column in ((Market.RESERVED_1Y, "month_1y"), (Market.RESERVED_3Y, "month_3y")):
+        if not gcp_machines.sold_in(machine, market):
+            report.skip(f"list: {market.value} of a type GCP does not sell so")
+            continue
+        if not row[column]:
+            report.skip(f"list: no {column}")
+            continue
+        hourly = (Decimal(row[column]) / HOURS_PER_MONTH).quantize(HOURLY_QUANTUM)
+        out.append(Offer(zone=None, market=market, hourly_usd=hourly, **base))
     return out
 
 
@@ -336,14 +380,24 @@ def disagreement(kept: Offer, kept_source: str, other: Offer, other_source: str)
 def merge_gcp(
     anycloud: list[Offer], listed: list[Offer], report: skypilot.ParseReport
 ) -> tuple[list[Offer], list[list[str]]]:
-    """The list's offers, plus anycloud's for the machine types and regions the list does not price.
-    Where both price one offer, the list's price is kept (never an average) and a disagreement
-    beyond DISAGREEMENT is reported."""
+    """The list's offers (with the types billed like a listed one), plus anycloud's for the machine
+    types and regions the list does not price. Where both price one offer, the list's price is kept
+    (never an average) and a disagreement beyond DISAGREEMENT is reported. A market GCP does not
+    sell a type in is dropped from anycloud too."""
     covered = {(o.instance_type, o.region) for o in listed}
     by_key = {o.key: o for o in listed}
     out = list(listed)
     rows = []
     for o in anycloud:
+        if not gcp_machines.sold_in(o.instance_type, o.market):
+            report.skip(f"anycloud: {o.market.value} of a type GCP does not sell so")
+            continue
+        if o.instance_type.endswith("-nolssd") and o.instance_type.removesuffix("-nolssd") in (
+            gcp_machines.SAME_BILL_BY_MACHINE
+        ):
+            # anycloud prices it as the type with its Local SSD, and no SSD SKU is at hand to take off
+            report.skip("anycloud: -nolssd variant of a same-bill type (no Local SSD SKU to subtract)")
+            continue
         if (o.instance_type, o.region) not in covered:
             out.append(o)
             continue
@@ -353,7 +407,8 @@ def merge_gcp(
             out.append(o)
             continue
         report.skip("anycloud offer superseded by the list")
-        row = disagreement(kept, GCP_LIST, o, GCP_ANYCLOUD)
+        source = GCP_SAME_BILL if o.instance_type in gcp_machines.SAME_BILL_BY_MACHINE else GCP_LIST
+        row = disagreement(kept, source, o, GCP_ANYCLOUD)
         if row is not None:
             rows.append(row)
     return out, sorted(rows)
@@ -365,21 +420,23 @@ def build() -> tuple[bytes, bytes, bytes, dict[str, skypilot.ParseReport]]:
 
     path = SRC / "aws" / "skypilot-v8-vms-gpu-subset.csv"
     _, aws = skypilot.parse(_lines(path), path.name, reports["aws"], Cloud.AWS)
+    aws = [replace(o, as_of=AS_OF["skypilot"]) for o in aws]
     offers += aws + aws_reserved(aws, reports["aws"])
 
     gcp_rows = []
     for name in ("anycloud-vms-gpu.csv", "anycloud-vms-n1-hosts.csv"):
         _, rows = skypilot.read_rows(_lines(SRC / "gcp" / name), name)
         gcp_rows += rows
-    anycloud = list(skypilot.parse_gcp(gcp_rows, "gcp", reports["gcp"]))
-    listed = gcp_list(gcp_zones(gcp_rows), reports["gcp"])
+    anycloud = [replace(o, as_of=AS_OF["anycloud"]) for o in skypilot.parse_gcp(gcp_rows, "gcp", reports["gcp"])]
+    zones = gcp_zones(gcp_rows)
+    listed = gcp_list(zones, reports["gcp"])
     gcp, disagreements = merge_gcp(anycloud, listed, reports["gcp"])
     reports["gcp"].offers = len(gcp)
     offers += gcp
 
     path = SRC / "azure" / "anycloud-vms-gpu.csv"
     _, azure = skypilot.parse(_lines(path), path.name, reports["azure"], Cloud.AZURE)
-    offers += azure
+    offers += [replace(o, as_of=AS_OF["anycloud"]) for o in azure]
 
     keys = [(*o.key, o.gpu, o.gpus_per_instance) for o in offers]
     if len(set(keys)) != len(keys):

@@ -132,11 +132,33 @@ def test_known_prices_exactly() -> None:
     assert _find(Cloud.AZURE, "Standard_NC24ads_A100_v4", "eastus", Market.SPOT) == Decimal(az["SpotPrice"])
 
 
-def test_azure_fractional_gpus_are_not_offers() -> None:
+def test_azure_sizes_carry_the_size_tables_gpus_and_memory() -> None:
+    """Fractional sizes are offers holding their share of one GPU (gpus_per_instance 0), whatever
+    count the catalog wrote (anycloud: NV4as_v4 "1.0", NV6ads_A10_v5 "0.167"); memory per GPU too."""
+    from fractions import Fraction
+
+    from pricing.azure_sizes import SIZES
+
     az = next(s for s in load_bundled() if s.cloud is Cloud.AZURE)
-    fractional = {r["InstanceType"] for r in _rows("azure/anycloud-vms-gpu.csv") if Decimal(r["AcceleratorCount"]) < 1}
-    assert fractional
-    assert not {o.instance_type for o in az.offers} & fractional
+    listed = {r["InstanceType"] for r in _rows("azure/anycloud-vms-gpu.csv")}
+    assert {"Standard_NV4as_v4", "Standard_NV6ads_A10_v5", "Standard_NC8ads_A10_v4"} <= listed
+    seen = set()
+    for o in az.offers:
+        row = SIZES.get(o.instance_type)
+        if row is None:
+            continue
+        seen.add(o.instance_type)
+        # independent: the "Accelerators (Qty.)" text of the size table, e.g. "1/8"
+        qty = Fraction(row.source.split("Accelerators ")[1].split(",")[0])
+        if qty < 1:
+            assert (o.gpus_per_instance, Fraction(o.gpu_fraction or 0).limit_denominator(64)) == (0, qty)
+        else:
+            assert (o.gpus_per_instance, o.gpu_fraction) == (qty, None)
+        mem = int(row.source.rsplit("Accelerator-Memory ", 1)[1].split()[0])
+        assert o.gpu_memory_gib == mem / qty
+    assert seen == listed & set(SIZES)
+    nc_h100 = [o for o in az.offers if o.instance_type == "Standard_NC40ads_H100_v5"]
+    assert nc_h100 and {o.gpu_memory_gib for o in nc_h100} == {94}
 
 
 def test_gpu_names_are_canonical() -> None:

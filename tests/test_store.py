@@ -182,3 +182,29 @@ def test_a_version_1_database_is_upgraded_in_place(_isolated_db: str) -> None:
             database_mod.SCHEMA_VERSION,
         )
         assert con.execute("SELECT count(*) FROM gpuprov_plan").fetchone() == (0,)
+
+
+def test_a_version_5_catalog_gains_the_offer_columns_and_keeps_its_rows(_isolated_db: str) -> None:
+    """Schema 6 added gpu_fraction and as_of to gpuprov_offer: a schema-5 file (the table without
+    them) is upgraded with ALTER TABLE; its rows read back undated and whole, new rows keep both."""
+    from datetime import UTC, datetime
+
+    path = _isolated_db.removeprefix("sqlite:///")
+    Catalog(_isolated_db).add_snapshot("old", Cloud.AWS, T0, [offer("30")])
+    with sqlite3.connect(path) as con:  # what a schema-5 catalog looks like
+        con.execute("ALTER TABLE gpuprov_offer DROP COLUMN gpu_fraction")
+        con.execute("ALTER TABLE gpuprov_offer DROP COLUMN as_of")
+        con.execute("UPDATE gpuprov_meta SET value = '5' WHERE key = 'schema_version'")
+    again = Catalog(_isolated_db)
+    (old,) = again.offers(["A100-40GB"])
+    assert (old.hourly_usd, old.as_of, old.gpu_fraction) == (Decimal(30), None, None)
+    when = datetime(2026, 1, 21, tzinfo=UTC)
+    from dataclasses import replace
+
+    again.add_snapshot("new", Cloud.AWS, T0, [replace(offer("31"), as_of=when)])
+    (new,) = Catalog(_isolated_db).offers(["A100-40GB"])
+    assert (new.hourly_usd, new.as_of) == (Decimal(31), when)
+    with sqlite3.connect(path) as con:
+        cols = {r[1] for r in con.execute("PRAGMA table_info(gpuprov_offer)")}
+        assert {"gpu_fraction", "as_of"} <= cols
+        assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == ("6",)

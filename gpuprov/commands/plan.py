@@ -39,8 +39,13 @@ def register(app: typer.Typer) -> None:
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
         save: bool = typer.Option(False, "--save", help="store the plan for apply and terraform"),
         chart: str = typer.Option(None, "--chart", help="write a stacked-area PNG of GPUs by market"),
+        include_suspect: bool = typer.Option(
+            False,
+            "--include-suspect",
+            help="let in quotes flagged as suspect (left out by default; see gpuprov prices)",
+        ),
         exclude_suspect: bool = typer.Option(
-            False, "--exclude-suspect", help="leave out quotes flagged as suspect (see gpuprov prices)"
+            False, "--exclude-suspect", help="leave out suspect quotes (the default; kept for scripts that pass it)"
         ),
         what_if_demand: str = typer.Option(
             None, "--what-if-demand", help="also cost the recommended commitments at this share of the demand, e.g. 0.7"
@@ -140,10 +145,16 @@ def register(app: typer.Typer) -> None:
             if curve is not None:  # the curve replaces the schedule: no windows, a demand per hour
                 spec, context = planning.with_curve(spec, context, curve)
             max_age, total = pol.max_price_age_hours, pol.gpus
+        if include_suspect and exclude_suspect:
+            raise UsageError("--include-suspect and --exclude-suspect contradict each other")
+        from dataclasses import replace as with_field
+
+        from gpuprov import config
+
+        if include_suspect or (config.load().include_suspect and not exclude_suspect):
+            spec = with_field(spec, include_suspect=True)
         catalog, snapshots = common.open_catalog()
         offers = common.read_offers(catalog, names)
-        if exclude_suspect:
-            offers = [o for o in offers if not o.flags]
 
         held = [] if ignore_held else common.held_commitments()
         spec = planning.with_commitments(spec, held, offers, common.savings_plan_discounts())
@@ -156,7 +167,10 @@ def register(app: typer.Typer) -> None:
             extra = {**(extra or {}), "what_if_demand": str(scale)}
         pid = planning.plan_id(spec, snapshots, context, extra=extra)
         scenario = None if scale is None else planning.what_if(solved, spec, offers, context, when, scale)
-        doc = planning.document(pid, solved, snapshots, total, spec, context, when, what_if=scenario)
+        from gpuprov import price_quality
+
+        quality = price_quality.price_quality(spec, offers, snapshots, context, when, solved)
+        doc = planning.document(pid, solved, snapshots, total, spec, context, when, what_if=scenario, quality=quality)
         for line in doc.warnings:
             common.warn(line)
         if save:
@@ -178,6 +192,8 @@ def register(app: typer.Typer) -> None:
         out.print(render.catalog_header(snapshots, when))
         for block in render.plan_tables(doc, out.width):
             out.print(block)
+        for line in price_quality.quality_lines(doc):
+            out.print(line)
         if doc.horizon_hours > 1:
             out.print(render.slot_chart(doc))
         if save:

@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
         region: list[str] = typer.Option(None, "--region", help="region glob, e.g. 'us-*'"),
         output: str = typer.Option("table", "--output", "-o", help="table, json or csv"),
         limit: int = typer.Option(30, "--limit", help="rows in the table (json and csv show all)"),
-        exclude_suspect: bool = typer.Option(False, "--exclude-suspect", help="leave out flagged quotes"),
+        exclude_suspect: bool = typer.Option(
+            False, "--exclude-suspect", help="leave out flagged quotes (plans leave them out by default)"
+        ),
     ) -> None:
         """Offers for a GPU type, cheapest per GPU-hour first."""
         fmt = common.parse_output(output, ("table", "json", "csv"))
@@ -38,6 +40,9 @@ def register(app: typer.Typer) -> None:
             return
         console = common.console()
         console.print(render.catalog_header(snapshots, common.now()))
+        from pricing.quality import as_of_line, as_of_spans
+
+        console.print(as_of_line(as_of_spans(offers, {s.cloud.value: s.fetched_at for s in snapshots})))
         if not offers:
             console.print(f"no offers for {', '.join(names)} with these filters")
             return

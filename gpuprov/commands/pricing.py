@@ -145,11 +145,14 @@ def export_cmd(
     """Write the current catalog (every cloud's current snapshot) as gpuprov CSV."""
     if fmt != "gpuprov":
         raise UsageError(f"unknown export format {fmt!r}", "gpuprov is the one export format")
+    from pricing.azure_sizes import corrected
     from pricing.gpuprov_csv import write_offers
     from pricing.gpus import GPUS
 
     catalog, _ = common.open_catalog()
-    offers = sorted(catalog.offers([g.name for g in GPUS], common.parse_clouds(cloud)), key=lambda o: o.key)
+    # Azure sizes as Microsoft's size tables give them, also for offers stored before that was applied
+    found = catalog.offers([g.name for g in GPUS], common.parse_clouds(cloud))
+    offers = sorted((corrected(o) for o in found), key=lambda o: o.key)
     if out is None:
         write_offers(offers, sys.stdout)
         return

@@ -31,12 +31,14 @@ OFFER_COLUMNS = (
     "hourly_usd",
     "interconnect",
     "currency",
+    "gpu_fraction",
+    "as_of",
 )
 SNAPSHOT_COLUMNS = ("id", "source", "cloud", "fetched_at", "row_count", "current")
 
 
 def offer_from_row(row: Sequence[Any]) -> Offer:
-    (cloud, region, zone, itype, gpu, gpi, gmem, vcpus, mem, market, price, ic, cur) = row
+    (cloud, region, zone, itype, gpu, gpi, gmem, vcpus, mem, market, price, ic, cur, frac, as_of) = row
     return Offer(
         cloud=Cloud(cloud),
         region=region,
@@ -51,6 +53,8 @@ def offer_from_row(row: Sequence[Any]) -> Offer:
         hourly_usd=Decimal(price),
         interconnect=ic or None,
         currency=cur,
+        gpu_fraction=Decimal(frac) if frac else None,
+        as_of=parse_time(as_of) if as_of else None,
     )
 
 
@@ -70,6 +74,8 @@ def offer_to_row(offer: Offer, snapshot_id: int) -> dict[str, Any]:
         "hourly_usd": str(offer.hourly_usd),
         "interconnect": offer.interconnect,
         "currency": offer.currency,
+        "gpu_fraction": None if offer.gpu_fraction is None else str(offer.gpu_fraction),
+        "as_of": None if offer.as_of is None else offer.as_of.astimezone(UTC).isoformat(),
     }
 
 

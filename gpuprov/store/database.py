@@ -21,8 +21,10 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "5"  # the one schema version of the store (tables.py reads it)
-UPGRADABLE = ("1", "2", "3", "4")  # versions whose upgrade is "create the tables added since"
+SCHEMA_VERSION = "6"  # the one schema version of the store (tables.py reads it)
+UPGRADABLE = ("1", "2", "3", "4", "5")  # versions whose upgrade is "create the tables added since"
+# columns added to existing tables since (schema 6): added by the upgrade with ALTER TABLE
+ADDED_COLUMNS = (("gpuprov_offer", "gpu_fraction", "VARCHAR"), ("gpuprov_offer", "as_of", "VARCHAR"))
 
 
 def masked(url: str) -> str:
@@ -180,6 +182,16 @@ class Database:
             self._engine = engine
         return self._engine
 
+    def _add_columns(self) -> None:
+        """The columns of ADDED_COLUMNS that an older schema's tables lack (NULL in old rows)."""
+        from sqlalchemy import inspect, text
+
+        with self.engine().begin() as con:
+            present = inspect(con)
+            for table, column, kind in ADDED_COLUMNS:
+                if column not in {c["name"] for c in present.get_columns(table)}:
+                    con.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
     def _create_schema(self, upgrade_from: str | None = None) -> None:
         from sqlalchemy.exc import SQLAlchemyError
         from sqlmodel import Session, SQLModel
@@ -189,6 +201,8 @@ class Database:
         for attempt in range(3):
             try:
                 SQLModel.metadata.create_all(self.engine())
+                if upgrade_from is not None:
+                    self._add_columns()
                 with Session(self.engine()) as session:
                     row = session.get(tables.MetaRow, "schema_version")
                     if row is None:

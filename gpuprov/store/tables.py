@@ -50,6 +50,8 @@ class OfferRow(SQLModel, table=True):
     market: str
     hourly_usd: str
     currency: str = "USD"
+    gpu_fraction: str | None = None  # a share of one GPU, as a decimal string (schema 6)
+    as_of: str | None = None  # when the source row was priced, ISO 8601 UTC (schema 6)
 
 
 class PlanRow(SQLModel, table=True):

@@ -7,6 +7,7 @@ from decimal import Decimal as D
 from pathlib import Path
 from statistics import median
 
+import pytest
 from typer.testing import CliRunner
 
 from gpuprov.cli import app
@@ -84,14 +85,45 @@ def test_prices_and_plan_show_the_flag_and_exclude_suspect_drops_it() -> None:
         assert D(o["hourly_usd"]) < D("0.15") * od[(o["cloud"], o["zone"] or o["region"], o["instance_type"])]
     r = runner.invoke(app, ["prices", "--type", "a100-40gb", "--market", "spot", "--exclude-suspect", "-o", "json"])
     assert not [o for o in json.loads(r.stdout)["offers"] if o["flags"]]
+    # by default the plan leaves the flagged quote out (p4d spot in use1-az1, 11% of on demand),
+    # says how many it left out and what the plan would cost with them
     r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "-o", "json"])
-    plan = from_json(r.stdout)
-    # the cheapest A100-40GB spot quote (p4d in use1-az1, 11% of on demand) is flagged, and the plan takes it
-    assert any("suspect-spot" in a.flags for a in plan.allocations)
-    assert plan.warnings and "warning: the plan relies on a suspect-spot quote" in r.stderr
-    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--exclude-suspect", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
     clean = from_json(r.stdout)
     assert not clean.warnings and not any(a.flags for a in clean.allocations)
+    q = clean.price_quality
+    assert q is not None and not q.include_suspect and q.suspect_left_out >= 1
+    assert q.suspect_flags.get("suspect-spot", 0) >= 1
+    # let in: the plan takes it, warns, and costs what the default plan said it would
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--include-suspect", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    loose = from_json(r.stdout)
+    assert any("suspect-spot" in a.flags for a in loose.allocations)
+    assert "warning: the plan relies on a suspect-spot quote" in r.stderr
+    assert q.with_suspect_hourly_usd == loose.costs.hourly_usd.quantize(D("0.0001"))
+    assert loose.costs.hourly_usd < clean.costs.hourly_usd
+    # --exclude-suspect is the default's explicit form: the same plan
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--exclude-suspect", "-o", "json"])
+    assert from_json(r.stdout).plan_id == clean.plan_id
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--include-suspect", "--exclude-suspect"])
+    assert r.exit_code == 2 and "contradict" in r.stderr
+
+
+def test_the_config_key_lets_suspect_quotes_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("pricing: {include_suspect: true}\n", encoding="utf-8")
+    monkeypatch.setenv("GPUPROV_CONFIG", str(cfg))
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    plan = from_json(r.stdout)
+    assert plan.price_quality is not None and plan.price_quality.include_suspect
+    assert any("suspect-spot" in a.flags for a in plan.allocations)
+    # --exclude-suspect overrides the config for one run
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb", "--exclude-suspect", "-o", "json"])
+    assert not any(a.flags for a in from_json(r.stdout).allocations)
+    cfg.write_text("pricing: {include_suspect: maybe}\n", encoding="utf-8")
+    r = runner.invoke(app, ["plan", "--gpus", "64", "--type", "a100-40gb"])
+    assert r.exit_code == 2 and "pricing.include_suspect" in r.stderr
 
 
 def test_fractional_sizes_are_a_share_of_a_gpu_and_no_plan_counts_them() -> None:
@@ -146,3 +178,17 @@ def test_plans_price_spot_risk_per_pool_and_a_policy_override_wins(tmp_path: Pat
     for a in from_json(r.stdout).allocations:
         if a.spot:
             assert (a.interruptions_per_hour, a.interruption_source) == (D("0.05"), "policy:aws")
+
+
+def test_the_readme_states_the_thresholds_the_code_uses() -> None:
+    from pricing import quality
+    from tests.conftest import ROOT
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| rule | threshold | why |") :].split("\n\n", 1)[0]
+    shares = (quality.SUSPECT_SPOT_SHARE, quality.ROBUST_SHARE, quality.GPU_SHARE)
+    for share in (*shares, quality.ROBUST_SPOT_SHARE, quality.GPU_SPOT_SHARE):
+        assert f"{share:.0%}" in table, share
+    assert f"within {quality.ROBUST_WINDOW} MADs" in table and f"at least {quality.ROBUST_MIN_POINTS} values" in table
+    for flag in quality.ROBUST_FLAG.values():
+        assert f"`{flag}`" in table, flag
