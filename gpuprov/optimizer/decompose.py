@@ -43,9 +43,8 @@ Relaxation (the bound)
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuprov.models import Market, Offer, SolveStatus, Workload
@@ -59,8 +58,9 @@ from gpuprov.optimizer.problem import (
 )
 
 if TYPE_CHECKING:
+    from gpuprov.optimizer.clock import Clock
+    from gpuprov.optimizer.model import Model
     from gpuprov.optimizer.reduce import Prepared
-    from gpuprov.optimizer.solve import Model
 
 # with fewer distinct profiles or variables the whole model is small: solved at once as well when
 # the parts have not proven the gap
@@ -194,7 +194,7 @@ class Shape:
 
 
 def shape(request: PlanRequest, offers: list[Offer]) -> Shape:
-    from gpuprov.optimizer.solve import smallest_instance
+    from gpuprov.optimizer.model import smallest_instance
 
     gang = next((w for w in request.workloads if w.gang), None)
     other = next(w for w in request.workloads if not w.gang)
@@ -362,7 +362,7 @@ def _allow(s: Shape, site: tuple[str, str] | None, locations: frozenset[str]) ->
 
 
 def _model(s: Shape, site: tuple[str, str] | None, locations: frozenset[str], relaxed: bool) -> Model:
-    from gpuprov.optimizer.solve import build
+    from gpuprov.optimizer.model import build
 
     allow = _allow(s, site, locations)
     offers = [o for o in s.offers if any(eligible(o, w) and allow(o, w) for w in s.request.workloads)]
@@ -375,16 +375,15 @@ def solve_lp(
 ) -> tuple[list[float], list[float], float, dict[str, float]] | None:
     """The LP relaxation of M(site, locations) (location-counting rows dropped): N's cover and
     spot duals per profile, and its value; None when it has no solution."""
-    import pulp
+    from gpuprov.errors import SolverError
+    from gpuprov.optimizer.cbc import solve_lp as lp_of
 
     m = _model(s, site, locations, relaxed=True)
-    for v in m.prob.variables():
-        v.cat = pulp.LpContinuous
     try:  # CBC for the LPs whatever the MILP solver (PuLP ships it); it gives the duals
-        m.prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1))
-    except pulp.PulpSolverError:
+        lp = lp_of(m.prob)
+    except SolverError:
         return None  # the caller solves the whole model, which reports CBC's failure itself
-    if m.prob.status != pulp.LpStatusOptimal:
+    if not lp.optimal:
         return None
     n = s.other.name
     pi = [
@@ -395,8 +394,7 @@ def solve_lp(
         max(0.0, -float(m.rows[("spot", n, p)].pi or 0.0)) if ("spot", n, p) in m.rows else 0.0
         for p in range(len(s.caps))
     ]
-    values = {v.name: float(v.varValue or 0.0) for v in m.prob.variables()}
-    return pi, mu, float(m.prob.objective.value() or 0.0), values
+    return pi, mu, lp.value, lp.values
 
 
 @dataclass
@@ -445,11 +443,10 @@ def _first_locations(s: Shape) -> frozenset[str]:
     return frozenset(ranked[: max(1, s.other.spread_zones) + START_LOCATIONS])
 
 
-def solve(request: PlanRequest, prepared: Prepared, milp: bool = True) -> Outcome | None:
+def solve(request: PlanRequest, prepared: Prepared, clock: Clock, milp: bool = True) -> Outcome | None:
     """The plan (the best restricted model, rounded from its LP or solved as a MILP) and the bound
     proven on the whole model; None when this method cannot answer (the caller then solves the
     whole model)."""
-    started = time.monotonic()
     s = shape(request, prepared.offers)
     if not s.locations or (s.gang is not None and not s.sites):
         return None
@@ -474,7 +471,7 @@ def solve(request: PlanRequest, prepared: Prepared, milp: bool = True) -> Outcom
             (k for k in bounds.best if k not in solved and bounds.best[k] < ub * (1 - gap)),
             key=lambda k: (bounds.best[k], str(k)),
         )
-        if not candidates or (best and time.monotonic() - started > request.time_limit_s):
+        if not candidates or (best and clock.left() < 1):
             break
         k = candidates[0]
         solved.add(k)
@@ -488,7 +485,7 @@ def solve(request: PlanRequest, prepared: Prepared, milp: bool = True) -> Outcom
         # the MILP only for the first site, and only when the rounding is not within the gap of
         # the site's own bound (no MILP of this site can go below it); the others (near-ties on
         # their bounds) are rounded: a MILP lowers the plan's cost a little, never the bound
-        value = _whole(s, k, priced[k], bounds.best[k], started, milp=milp and best is None)
+        value = _whole(s, k, priced[k], bounds.best[k], clock, milp=milp and best is None)
         if value is not None and value[0] < ub:
             best = (value[0], value[1], k)
     if best is None:
@@ -512,25 +509,22 @@ def _whole(
     site: tuple[str, str] | None,
     priced: tuple[frozenset[str], dict[str, float]],
     lower: float,
-    started: float,
+    clock: Clock,
     milp: bool = True,
 ) -> tuple[float, Model] | None:
     """Whole instances for a site's restricted model: its LP rounded and, when that is not within
     the gap of the bound (or there is no rounding), the MILP started from it in the time left."""
+    from gpuprov.optimizer.cbc import run
     from gpuprov.optimizer.rounding import round_lp
-    from gpuprov.optimizer.solve import _run
 
     request = s.request
     model = _model(s, site, priced[0], relaxed=False)
-    value = round_lp(model, request, priced[1], s.smallest)
+    value = round_lp(model, request, priced[1], s.smallest, clock)
     if value is not None and (value - lower <= request.gap * value or not milp):
         return value, model
     kept = {v: v.varValue for v in model.prob.variables()}
-    left = request.time_limit_s - (time.monotonic() - started)
-    if left >= 1:
-        status, _bound = _run(
-            model.prob, replace(request, gap=request.gap / 2, time_limit_s=left), warm=value is not None
-        )
+    if clock.left() >= 1:
+        status, _bound = run(model.prob, request.solver, request.gap / 2, clock.solver_time(), warm=value is not None)
         if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
             solved = float(model.prob.objective.value() or 0.0)
             if value is None or solved < value:

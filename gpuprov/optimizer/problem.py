@@ -187,6 +187,9 @@ class PlanRequest:
     interruptions_per_hour: Mapping[str, Decimal] = field(default_factory=dict)  # cloud -> rate: overrides
     gap: float = 0.001
     time_limit_s: float = 60.0
+    # time.monotonic() by which the plan must be done (the whole command's time limit); None:
+    # time_limit_s from when solve() starts
+    deadline: float | None = None
     solver: str = "cbc"
     unavailable: frozenset[Site] = frozenset()
     # Rebalancing: what runs now, per (cloud, location, type, market, workload); launching beyond it in
