@@ -20,6 +20,7 @@ MIN_SOLVE_S = 0.5  # a solver is never given less than this (CBC needs it to ret
 class Clock:
     deadline: float
     phases: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, float] = field(default_factory=dict)  # the longest of each repeated step so far
 
     @classmethod
     def after(cls, seconds: float, start: float | None = None) -> Clock:
@@ -31,6 +32,13 @@ class Clock:
     def solver_time(self, share: float = 1.0) -> float:
         """Seconds a solver may take now: ``share`` of what is left, at least MIN_SOLVE_S."""
         return max(MIN_SOLVE_S, self.left() * share)
+
+    def note(self, step: str, seconds: float) -> None:
+        """Remember how long a repeated step took (the longest), to decide whether another fits."""
+        self.seen[step] = max(self.seen.get(step, 0.0), seconds)
+
+    def estimate(self, step: str) -> float:
+        return self.seen.get(step, 0.0)
 
     @property
     def expired(self) -> bool:

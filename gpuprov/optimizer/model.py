@@ -47,7 +47,9 @@ class Model:
     # coverage by commitments: v[(h, i, p)] with h indexing held + options (held first)
     v: dict[tuple[int, int, int], Any] = field(default_factory=dict)
     levels: list[Any] = field(default_factory=list)  # L_s of each Savings Plan option
-    rows: dict[tuple[str, str, int], Any] = field(default_factory=dict)  # ("cover"|"spot", workload, profile)
+    # ("cover"|"spot", workload, profile) and ("commit", commitment index, profile): the rows whose
+    # duals price the decomposition's multipliers
+    rows: dict[tuple[str, str, int], Any] = field(default_factory=dict)
     used: dict[tuple[str, int, str], Any] = field(default_factory=dict)  # u[w,k,t] by (workload, profile, place)
 
     normalize: bool = True  # divide all-integer rows by their coefficients' gcd (see add)
@@ -241,10 +243,10 @@ def _commitments(m: Model, request: PlanRequest) -> Terms:
                 continue
             if h < len(held):
                 rhs = c.count if c.count is not None else c.usd_per_hour
-                m.add(cap, pulp.LpConstraintLE, float(rhs or 0), f"held_{h}_{p}")
+                m.rows["commit", str(h), p] = m.add(cap, pulp.LpConstraintLE, float(rhs or 0), f"held_{h}_{p}")
             else:
                 level = m.levels[h - len(held)]
-                m.add([*cap, (level, -1)], pulp.LpConstraintLE, 0, f"sp_{h}_{p}")
+                m.rows["commit", str(h), p] = m.add([*cap, (level, -1)], pulp.LpConstraintLE, 0, f"sp_{h}_{p}")
     for (i, p), cov in link.items():
         m.add([*cov, *((var, -1.0) for var, _c in flex[i, p])], pulp.LpConstraintLE, 0, f"link_{i}_{p}")
     return terms

@@ -67,6 +67,21 @@ class Room:
             return False
         return self.budget is None or self.spend + n * o.hourly <= self.budget + 1e-6
 
+    def most(self, o: Option) -> int | None:
+        """How many more instances of o the caps and the budget allow (None: no limit)."""
+        if o.flex is None:
+            return None
+        limits = []
+        cap = self.offer_caps.get(o.flex)
+        if cap is not None:
+            limits.append(cap - self.used[o.flex])
+        rcap = self.region_caps.get(o.region) if o.region else None
+        if rcap is not None:
+            limits.append(rcap - self.region[o.region])  # type: ignore[index]
+        if self.budget is not None and o.hourly > 0:
+            limits.append(math.floor((self.budget + 1e-6 - self.spend) / o.hourly))
+        return min(limits) if limits else None
+
     def put(self, o: Option, n: int) -> None:
         if o.flex is None:
             return
@@ -109,8 +124,12 @@ def round_lp(
         options[wn, p].append(Option(var, m.rc[j, wn, p], 0.0, o.location, False, j, site=(o.location, o.gpu)))
     best: tuple[float, dict[Any, int], dict[str, tuple[str, str]]] | None = None
     for sites in _site_choices(m, lp):
+        tried: list[dict[int, int]] = []
         for mode in ("floor", "nearest", "ceil"):
             y = {j: _round(lp.get(var.name, 0.0), mode, var) for j, var in m.y.items()}
+            if y in tried:
+                continue
+            tried.append(y)
             filled = _fill(m, request, lp, y, options, smallest, sites)
             if filled is not None and (best is None or filled[0] < best[0]):
                 best = (*filled, sites)
@@ -204,13 +223,27 @@ class _Slot:
         return self.cap is None or self.load[o.place] + o.gpus <= self.cap
 
     def cover(self, d: int) -> bool:
+        """Cover the shortfall greedily: the option cheapest per GPU still needed, as many at once
+        as keep that choice (whole instances within the need) and every limit."""
         while self.covered < d:
             need = d - self.covered
             fit = [o for o in self.opts if self.fits(o)]
             if not fit:
                 return False
-            self.put(min(fit, key=lambda o: (o.cost / min(o.gpus, need), o.gpus)), 1)
+            o = min(fit, key=lambda o: (o.cost / min(o.gpus, need), o.gpus))
+            self.put(o, max(1, self._most(o, need)))
         return True
+
+    def _most(self, o: Option, need: int) -> int:
+        n = need // o.gpus
+        if o.reserved is not None:
+            n = min(n, self.spare[o.reserved] // o.gpus)
+        if o.spot:
+            n = min(n, (self.spot_cap - self.spot) // o.gpus)
+        if self.cap is not None:
+            n = min(n, (self.cap - self.load[o.place]) // o.gpus)
+        room = self.room.most(o)
+        return n if room is None else min(n, room)
 
     def spread(self, k: int) -> bool:
         while sum(1 for n in self.count.values() if n > 0) < k:

@@ -65,8 +65,7 @@ def solve(request: PlanRequest) -> Plan:
     # a small whole model gets the time a restricted MILP would take: the parts only round
     parts = None
     if decompose.applicable(request):
-        with clock.phase("parts"):
-            parts = decompose.solve(request, prepared, clock, milp=large)
+        parts = decompose.solve(request, prepared, clock, milp=large)  # its phases are "parts: …"
     if parts is not None and (parts.status == SolveStatus.OPTIMAL or large or clock.left() < 1):
         model, status, bound, notes = parts.model, parts.status, parts.bound, (*prepared.notes, parts.note)
     else:
