@@ -116,6 +116,7 @@ def _whole(
             tried.append("rounding it to whole instances" + (" (no rounding met every row)" if start is None else ""))
     kept = {v: v.varValue for v in model.prob.variables()} if start is not None else {}
     status: str
+    proved = False
     if start is not None and bounds and start - max(bounds) <= request.gap * start + 1e-6:
         status, value = SolveStatus.OPTIMAL, start  # the start is within the gap: no MILP needed
     else:
@@ -125,6 +126,7 @@ def _whole(
             )
         tried.append(f"the MILP ({request.solver}, {status})")
         value = float(model.prob.objective.value() or 0.0) if status in _SOLVED else math.inf
+        proved = status == SolveStatus.OPTIMAL  # the solver's own proof, within the gap asked
         if status in _SOLVED:
             bounds.append(milp_bound)
         elif status == "Infeasible" and start is None:
@@ -132,14 +134,15 @@ def _whole(
         if start is not None and start < value - 1e-6:
             for v, x in kept.items():  # the solver did not beat the start: keep it
                 v.varValue = x
-            value = start
+            value, proved = start, False
     if math.isinf(value):
         raise explain.timed_out(request, clock, tried)
     if parts is not None and float(parts.model.prob.objective.value() or 0.0) <= value + 1e-6:
-        model, notes = parts.model, (*notes, parts.note)
+        model, notes, proved = parts.model, (*notes, parts.note), proved and parts.status == SolveStatus.OPTIMAL
         value = float(model.prob.objective.value() or 0.0)
     bound = min(max(bounds, default=-math.inf), value)
-    status = SolveStatus.OPTIMAL if value - bound <= request.gap * abs(value) + 1e-6 else SolveStatus.FEASIBLE
+    close = value - bound <= request.gap * abs(value) + max(1e-6, 1e-9 * abs(value))
+    status = SolveStatus.OPTIMAL if proved or close else SolveStatus.FEASIBLE
     return model, status, bound, notes
 
 
