@@ -230,7 +230,9 @@ def solve(request: PlanRequest, prepared: Prepared, clock: Clock, milp: bool = T
     gap = request.gap
     best: tuple[float, Model, tuple[str, str] | None] | None = None
     solved: set[tuple[str, str] | None] = set()
-    for _ in range(MAX_SITES + 1):
+    # a small whole model is solved after the parts (started from their plan): they only give it a
+    # start and a bound, from the first site; a large one gets the sites' own pricing
+    for _ in range(MAX_SITES + 1 if milp else 1):
         ub = best[0] if best else INF
         candidates = sorted(
             (k for k in bounds.best if k not in solved and bounds.best[k] < ub * (1 - gap)),
