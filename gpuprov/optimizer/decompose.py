@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpuprov.models import Offer, SolveStatus, Workload
@@ -227,6 +227,7 @@ def solve(request: PlanRequest, prepared: Prepared, clock: Clock, milp: bool = T
     if got is None:
         return None
     locations = got[0]
+    _relaxed_bounds(s, order[0] if order[0] in priced else next(iter(priced)), first, bounds, clock)
     gap = request.gap
     best: tuple[float, Model, tuple[str, str] | None] | None = None
     solved: set[tuple[str, str] | None] = set()
@@ -269,6 +270,38 @@ def solve(request: PlanRequest, prepared: Prepared, clock: Clock, milp: bool = T
     note = f"solved by parts: {where}{them}proven gap {proven:.3%} on the whole model"
     status = SolveStatus.OPTIMAL if proven <= gap + 1e-9 else SolveStatus.FEASIBLE
     return Outcome(model, status, lb, note)
+
+
+def _relaxed_bounds(
+    s: Shape, site: tuple[str, str] | None, start: frozenset[str], bounds: Bounds, clock: Clock
+) -> None:
+    """Multipliers from the request without the rows the bound relaxes (caps, budget, migration,
+    reservations held fixed): where those bind in a restricted model, its duals price the cover
+    rows for the caps' sake and make poor multipliers for the relaxation. Its bounds hold for the
+    request too (a relaxation of it), so each site keeps the better of the two."""
+    request = s.request
+    coupled = request.offer_caps or request.region_caps or request.budget_per_hour is not None
+    if not (coupled or request.current_slot is not None or request.reserved_fixed is not None):
+        return
+    if clock.left() < 3 * clock.estimate("round") + clock.estimate("rounding"):
+        return
+    loose = replace(
+        request,
+        offer_caps={},
+        region_caps={},
+        budget_per_hour=None,
+        current_slot=None,
+        incumbent={},
+        migration_hours={},
+        reserved_fixed=None,
+    )
+    r = shape(loose, s.offers)
+    more = Bounds(r)
+    with clock.phase("parts: relaxed bound"):
+        price(r, site, start, more, clock)
+    for k, v in more.best.items():
+        if k in bounds.best or k is None:
+            bounds.best[k] = max(bounds.best.get(k, -INF), v)
 
 
 def _report(incumbent: float, bound: float) -> None:

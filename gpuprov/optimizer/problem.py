@@ -89,7 +89,13 @@ have equal sub-problems); and, when no caps or budget apply, gang sites (locatio
 lower bound exceeds a feasible plan's cost are dropped, as are, for workloads with neither a
 gang nor a spread, offers more expensive than another of the same market and size.
 
-This module holds the request and its small pure helpers; ``solve.py`` builds and solves.
+How it is solved (the same model either way): by parts (``decompose.py``, bound in
+``lagrange.py``) when at most one workload is a gang; otherwise whole, from its LP relaxation
+(a bound, or a proof that no plan exists) rounded to whole instances under every row
+(``rounding.py``), the MILP's warm start, kept when the solver does not beat it. ``model.py``
+builds the model, ``solve.py`` runs it; every step draws on one deadline (``clock.py``).
+
+This module holds the request and its small pure helpers.
 """
 
 from __future__ import annotations
