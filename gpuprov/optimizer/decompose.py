@@ -260,7 +260,7 @@ def solve(request: PlanRequest, prepared: Prepared, clock: Clock, milp: bool = T
     if best is None:
         return None
     ub, model, site = best
-    lb = min(min(bounds.best.values()), ub)
+    lb = min(max(0.0, min(bounds.best.values())), ub)  # (the objective is never negative)
     proven = (ub - lb) / ub if ub > 0 else 0.0
     where = ""
     if s.gang is not None:

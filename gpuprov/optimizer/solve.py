@@ -140,7 +140,9 @@ def _whole(
     if parts is not None and float(parts.model.prob.objective.value() or 0.0) <= value + 1e-6:
         model, notes, proved = parts.model, (*notes, parts.note), proved and parts.status == SolveStatus.OPTIMAL
         value = float(model.prob.objective.value() or 0.0)
-    bound = min(max(bounds, default=-math.inf), value)
+    # every cost term of the objective is non-negative net of coverage (a commitment covers at most
+    # what the instance costs): 0 bounds it when nothing better is proven
+    bound = min(max([0.0, *(b for b in bounds if math.isfinite(b))]), value)
     close = value - bound <= request.gap * abs(value) + max(1e-6, 1e-9 * abs(value))
     status = SolveStatus.OPTIMAL if proved or close else SolveStatus.FEASIBLE
     return model, status, bound, notes
