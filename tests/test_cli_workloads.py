@@ -56,9 +56,9 @@ def test_three_named_workloads_are_planned_and_rendered_under_their_names(tmp_pa
         w for rv in doc["reservations"] for w in rv["gpus_used_by_slot"]
     }
     assert planned == set(names)
-    sites = {
-        (a["cloud"], a["zone"] or a["region"], a["gpu"]) for a in doc["allocations"] if a["workload"] == "pretrain"
-    }
+    rows = [a for a in doc["allocations"] if a["workload"] == "pretrain"]
+    rows += [rv for rv in doc["reservations"] if any(rv["gpus_used_by_slot"].get("pretrain", ()))]
+    sites = {(a["cloud"], a["zone"] or a["region"], a["gpu"]) for a in rows}  # on demand, spot or reserved
     assert len(sites) == 1, "the gang sits at one site"
 
     k8s = tmp_path / "k8s"
