@@ -13,7 +13,9 @@
     │   └── StalePricesError(4)
     ├── PlanningError       (3)      the optimizer
     │   ├── InfeasibleError (3)      the constraints cannot be met together
-    │   └── SolverError     (3)      the solver failed or ran out of time without an answer
+    │   ├── SolverError     (3)      the solver failed
+    │   └── TimeLimitError  (6)      the time limit ran out before any plan was found (not a proof
+    │                                that none exists: the message says what was tried, the hint what to relax)
     ├── ProvisioningError   (4)      cloud calls
     │   ├── CapacityError   (4)      no capacity for (cloud, zone, instance type, market) now
     │   │   └── QuotaError  (4)      an account limit: a CapacityError, so it too marks the pool unavailable
@@ -90,6 +92,10 @@ class InfeasibleError(PlanningError):
 
 class SolverError(PlanningError):
     pass
+
+
+class TimeLimitError(PlanningError):
+    exit_code = 6
 
 
 class ProvisioningError(GpuprovError):

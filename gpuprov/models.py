@@ -283,6 +283,10 @@ class Plan:
     held_cost_usd: Decimal = Decimal(0)
     held_covered_usd: dict[str, Decimal] = field(default_factory=dict)  # on-demand USD each one covers
     savings_plans: tuple[tuple[Any, Decimal], ...] = ()
+    # where the time went (seconds per phase: reductions, parts, build, lp, start, milp, …) and
+    # the relative gap asked for (a "Feasible" plan stopped at the time limit short of it)
+    phases: tuple[tuple[str, float], ...] = ()
+    gap_asked: float | None = None
 
     @property
     def horizon_hours(self) -> int:

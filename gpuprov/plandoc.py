@@ -416,6 +416,11 @@ class SolveInfo:
     offers_left_out: int  # dominated, or provably unable to improve the plan
     binding: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # the relative gap asked for ("Feasible": the time limit stopped the solver short of it) and
+    # the seconds each phase of the command took (catalog, reductions, parts, build, lp, start,
+    # milp, baselines, …)
+    gap_asked: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class Solved:
     request: PlanRequest
     plan: Plan
     baselines: tuple[tuple[str, baselines.Result], ...]
+    phases: tuple[tuple[str, float], ...] = ()  # seconds per phase: before the solve, the solver's, baselines
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,16 @@ BASELINES = (
 )
 
 
-def run(request: PlanRequest) -> Solved:
+def run(request: PlanRequest, before: Mapping[str, float] | None = None) -> Solved:
+    """Solve, then price the baselines; ``before``: seconds the caller spent first (the catalog)."""
+    import time
+
     plan = solve(request)
+    started = time.monotonic()
     offers = usable(request)  # the whole offer set, before reductions
-    return Solved(request, plan, tuple((name, fn(request, offers)) for name, _d, fn in BASELINES))
+    results = tuple((name, fn(request, offers)) for name, _d, fn in BASELINES)
+    phases = (*(before or {}).items(), *plan.phases, ("baselines", time.monotonic() - started))
+    return Solved(request, plan, results, phases)
 
 
 def slot_at(doc: pd.PlanDocument, when: datetime) -> int:
@@ -389,6 +396,7 @@ def what_if(
     context: Context,
     start: datetime,
     scale: Decimal,
+    deadline: float | None = None,
 ) -> pd.WhatIf:
     """The recommended commitments when demand is ``scale`` times the plan's: solved again holding
     them (reservations fixed, Savings Plans held at their level), and without them (no new
@@ -402,20 +410,30 @@ def what_if(
     for r in plan.reservations:
         key = r.offer.site
         fixed[key] = fixed.get(key, 0) + r.instances
-    base = request_for(scaled, offers, context, start)
+    base = replace(request_for(scaled, offers, context, start), deadline=_halfway(deadline))
     slots = base.slots
     bought = tuple(opt.held(slots, level) for opt, level in plan.savings_plans)
     holding = replace(base, reserved_fixed=fixed, held=base.held + bought, savings_plan_options=())
     firm = tuple(m for m in ("on_demand", "spot") if spec.markets is None or m in spec.markets)
     without = request_for(replace(scaled, markets=firm, savings_plan_discounts={}), offers, context, start)  # type: ignore[arg-type]
     with_cost = solve(holding).total_cost_usd  # the Savings Plans' levels are held costs in it
-    without_cost = solve(without).total_cost_usd
+    without_cost = solve(replace(without, deadline=deadline)).total_cost_usd
     return pd.WhatIf(
         demand_scale=scale,
         with_commitments_horizon_usd=with_cost.quantize(CENT),
         without_commitments_horizon_usd=without_cost.quantize(CENT),
         regret_horizon_usd=(with_cost - without_cost).quantize(CENT),
     )
+
+
+def _halfway(deadline: float | None) -> float | None:
+    """Half the time left to ``deadline`` (the first of two solves sharing it)."""
+    import time
+
+    if deadline is None:
+        return None
+    now = time.monotonic()
+    return now + max(0.0, deadline - now) / 2
 
 
 def plan_id(
@@ -601,6 +619,8 @@ def document(
             offers_left_out=plan.offers_dropped,
             binding=plan.binding,
             notes=plan.notes,
+            gap_asked=plan.gap_asked,
+            phases={k: round(v, 3) for k, v in (solved.phases or plan.phases)},
         ),
         catalog_as_of=min((s.fetched_at for s in snapshots), default=None),
         snapshots=snaps,

@@ -45,9 +45,10 @@ def price_quality(
     context: Context,
     start: datetime,
     solved: Solved | None = None,
+    deadline: float | None = None,
 ) -> pd.PriceQuality:
     """What the price rules left out of this request, and (solving it again with the suspect
-    quotes let in) what the plan would cost with them."""
+    quotes let in, by ``deadline`` on the monotonic clock) what the plan would cost with them."""
     from collections import Counter
 
     found = screen(spec, offers)
@@ -62,10 +63,12 @@ def price_quality(
 
         try:
             request = request_for(replace(spec, include_suspect=True), offers, context, start)
-            other = solve(request)
+            other = solve(replace(request, deadline=deadline))
             hourly = (other.total_cost_usd / other.horizon_hours).quantize(Decimal("0.0001"))
             if solved is not None and hourly >= solved.plan.total_cost_usd / solved.plan.horizon_hours:
                 note = "the suspect quotes would not make the plan cheaper"
+            elif other.status != "Optimal":
+                note = f"that plan is not proven optimal ({other.status}: the time limit stopped it)"
         except GpuprovError as exc:
             note = f"not solved with them: {exc.message}"
     return pd.PriceQuality(

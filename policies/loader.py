@@ -18,8 +18,10 @@ from gpuprov.models import DEFAULT_LOST_HOURS
 from gpuprov.safeyaml import describe
 from policies.model import (
     DAYS,
+    EXAMPLE_WORKLOADS,
     INTERCONNECTS,
-    WORKLOADS,
+    MAX_WORKLOADS,
+    WORKLOAD_NAME,
     Amount,
     OfferCap,
     Policy,
@@ -225,9 +227,21 @@ class _Reader:
         )
 
     def workloads(self, value: Any) -> dict[str, WorkloadPolicy]:
-        raw = self.mapping(value, "workloads", WORKLOADS)
-        if not raw:
-            raise self.fail("workloads", f"name at least one of: {', '.join(WORKLOADS)}")
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.fail("workloads", "must be a mapping")
+        if not value:
+            raise self.fail("workloads", f"name at least one workload (e.g. {', '.join(EXAMPLE_WORKLOADS)})")
+        if len(value) > MAX_WORKLOADS:
+            raise self.fail("workloads", f"at most {MAX_WORKLOADS} workloads, got {len(value)}")
+        for name in value:
+            if not isinstance(name, str) or not re.fullmatch(WORKLOAD_NAME, name):
+                raise self.fail(
+                    f"workloads.{_key(name)}",
+                    "a workload name is 1-30 lower-case letters, digits and inner dashes, starting with a letter",
+                )
+        raw: dict[str, Any] = value
         out = {}
         for name, spec in raw.items():
             path = f"workloads.{name}"
@@ -249,6 +263,9 @@ class _Reader:
             gang = w.get("gang", False)
             if not isinstance(gang, bool):
                 raise self.fail(f"{path}.gang", "must be true or false")
+            # lost work per interruption: the default of its name, else of its shape (a gang
+            # restarts from a checkpoint like training; anything else loses what inference does)
+            lost = DEFAULT_LOST_HOURS.get(name, DEFAULT_LOST_HOURS["training" if gang else "inference"])
             node = w.get("node_gpus")
             out[name] = WorkloadPolicy(
                 max_spot_fraction=self.decimal(
@@ -258,7 +275,7 @@ class _Reader:
                 gang=gang,
                 spread_zones=self.integer(w.get("spread_zones", 1), f"{path}.spread_zones", 1, 16),
                 lost_hours_per_interruption=self.decimal(
-                    w.get("lost_hours_per_interruption", DEFAULT_LOST_HOURS[name]),
+                    w.get("lost_hours_per_interruption", lost),
                     f"{path}.lost_hours_per_interruption",
                     Decimal(0),
                     Decimal(168),

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-WORKLOADS = ("training", "inference")
+# workload names: any, within what every output can carry as it is (a Kubernetes label value and
+# DNS label, a Terraform identifier after names.ident, a cloud tag): lower case letters, digits
+# and inner dashes, 1-30 characters, starting with a letter; at most MAX_WORKLOADS of them
+WORKLOAD_NAME = r"[a-z](?:[a-z0-9-]{0,28}[a-z0-9])?"
+MAX_WORKLOADS = 16
+EXAMPLE_WORKLOADS = ("training", "inference")
 INTERCONNECTS = ("any", "efa", "rdma", "infiniband")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 

@@ -367,22 +367,29 @@ def _terminate_all(
             batch = handles[start : start + 200]
             if before_call:
                 before_call()
-            entries = [
-                journal.begin(owner, d.plan_id, "terminate", h.token, h.pool, clock(), h.instance_id) for h in batch
-            ]
+            rows = [(owner, d.plan_id, "terminate", h.token, h.pool, clock(), h.instance_id) for h in batch]
+            many = getattr(journal, "begin_many", None)  # one commit for the batch where the journal can
+            entries = many(rows) if many else [journal.begin(*row) for row in rows]
             try:
                 driver.terminate([h.instance_id for h in batch])
             except ProvisioningError as exc:
-                for e in entries:
-                    journal.finish(e, clock(), error=exc.message)
+                _close(journal, [(e, clock(), None, exc.message) for e in entries])
                 raise
-            for e in entries:
-                journal.finish(e, clock())
+            _close(journal, [(e, clock(), None, None) for e in entries])
             out.terminated += batch
             if fault:
                 fault("after-terminate", len(out.terminated))
             if progress:
                 progress("terminated", batch)
+
+
+def _close(journal: Journal, rows: list[tuple[int, datetime, str | None, str | None]]) -> None:
+    many = getattr(journal, "finish_many", None)
+    if many:
+        many(rows)
+        return
+    for entry, when, instance_id, error in rows:
+        journal.finish(entry, when, instance_id=instance_id, error=error)
 
 
 def _driver(drivers: Mapping[Cloud, Driver], cloud: Cloud) -> Driver:

@@ -93,7 +93,20 @@ def test_the_same_plan_id_for_the_same_curve_and_another_for_another(tmp_path: P
     b = write_curve(tmp_path / "b.csv", train, [1 + h % 4 for h in range(168)])
     ids = []
     for curve in (a, a, b):
-        code, out, err = run("plan", "--policy", str(policy), "--demand", str(curve), "--gap", "0.05", "-o", "json")
+        code, out, err = run(
+            "plan",
+            "--policy",
+            str(policy),
+            "--demand",
+            str(curve),
+            "--gap",
+            "0.05",
+            "--time-limit",
+            "10",
+            "--accept-gap",
+            "-o",
+            "json",
+        )
         assert code == 0, err
         ids.append(from_json(out).plan_id)
     assert ids[0] == ids[1] != ids[2]

@@ -27,6 +27,10 @@ def test_plan_imports_no_cloud_sdk(_isolated_db: str) -> None:
         or m.startswith("google.api_core")
     ]
     assert loaded == []
+    # nothing optional either: highspy (which ``import pulp`` loads whenever it is installed, with
+    # numpy) only when HiGHS is chosen, in its child process; charts and clusters only when asked
+    optional = [m for m in modules if m.split(".")[0] in {"highspy", "numpy", "matplotlib", "kubernetes", "pyarrow"}]
+    assert optional == []
     assert "gpuprov.optimizer.solve" in modules  # the plan really ran in that process
 
 

@@ -250,7 +250,7 @@ def test_baselines_keep_the_spot_ceiling_gang_and_spread() -> None:
 
 
 def test_cbc_bound_takes_the_best_proven_line() -> None:
-    from gpuprov.optimizer.solve import cbc_bound
+    from gpuprov.optimizer.cbc import cbc_bound
 
     root_only = (
         "Continuous objective value is 87.9234 - 0.00 seconds\n"

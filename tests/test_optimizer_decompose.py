@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from gpuprov.errors import InfeasibleError
 from gpuprov.models import Market, Offer, Plan, Workload
-from gpuprov.optimizer import decompose
+from gpuprov.optimizer import decompose, lagrange
+from gpuprov.optimizer.clock import Clock
 from gpuprov.optimizer.problem import PlanRequest, gang_site, spread_cap
 from gpuprov.optimizer.reduce import prepare
 from gpuprov.optimizer.solve import solve
@@ -169,10 +170,10 @@ def test_closed_form_bound_equals_cbc_lp_of_the_same_relaxation(seed: int) -> No
         gap=0.005,
     )
     prepared = prepare(req)
-    s = decompose.shape(req, prepared.offers)
-    bounds = decompose.Bounds(s)
+    s = lagrange.shape(req, prepared.offers)
+    bounds = lagrange.Bounds(s)
     site = min(s.sites)
-    got = decompose.price(s, site, frozenset(list(s.locations)[:2]), bounds)
+    got = decompose.price(s, site, frozenset(list(s.locations)[:2]), bounds, Clock.after(60))
     assert got is not None
     model = decompose._model(s, site, frozenset(s.locations), relaxed=True)
     for v in model.prob.variables():
@@ -210,7 +211,7 @@ def test_min_pool_is_the_minimum_over_every_reservation_level() -> None:
 
         grid = [max(required) + k / 4 for k in range(0, 4 * 40)]
         want = min(pool_at(r, hours, rate, base, units, required) for r in grid)
-        got = decompose.min_pool(hours, rate, base, units, required)
+        got = lagrange.min_pool(hours, rate, base, units, required)
         assert abs(got - want) < 1e-9, (got, want)
 
 

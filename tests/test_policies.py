@@ -79,7 +79,15 @@ def _write(tmp_path: Path, text: str) -> str:
             "workloads: {training: {}}\nschedule: {default: {training: 8}}\ntimezone: Mars/Olympus",
             "timezone: unknown time zone",
         ),
-        ("workloads: {trainig: {}}", "workloads.trainig: unknown key"),
+        (  # a misspelt workload is a workload of its own: the schedule naming the right one fails
+            "workloads: {trainig: {}}\nschedule: {default: {training: 8}}",
+            "schedule.default.training: unknown key",
+        ),
+        ("workloads: {Training: {}}", "workloads.Training: a workload name is 1-30 lower-case letters"),
+        ("workloads: {train_ing: {}}", "workloads.train_ing: a workload name"),
+        ("workloads: {'-x': {}}", "workloads.-x: a workload name"),
+        ("workloads: {1: {}}", "workloads.1: a workload name"),
+        ("workloads: {" + ", ".join(f"w{i}: {{}}" for i in range(17)) + "}", "workloads: at most 16 workloads, got 17"),
         (
             "workloads: {training: {}}\nschedule: {windows: [{start: '8:30', end: '20:00', demand: {training: 1}}]}",
             "schedule.windows[0].start: must be a whole hour",
@@ -115,6 +123,24 @@ def test_errors_name_the_file_and_the_key(tmp_path: Path, text: str, message: st
         loader.load(path)
     assert err.value.message.startswith(f"{path}:")
     assert message in err.value.message
+
+
+def test_any_workload_names_and_count_reach_the_plan(tmp_path: Path) -> None:
+    """Three workloads of any (valid) names: each keeps its shape, its demand per slot and its
+    default lost work (a gang's is training's, anything else inference's)."""
+    path = _write(
+        tmp_path,
+        "gpu: a100\ngpus: 40\nworkloads: {pretrain: {gang: true, node_gpus: 8}, serve: {spread_zones: 2},"
+        " batch-eval: {max_spot_fraction: 0.9}}\n"
+        "schedule: {default: {pretrain: 16, serve: 30%, batch-eval: 12}}",
+    )
+    pol = loader.load(path)
+    assert list(pol.workloads) == ["pretrain", "serve", "batch-eval"]
+    ws = {w.name: w for w in constraints.workloads(pol)}
+    assert ws["pretrain"].gang and ws["pretrain"].lost_hours_per_interruption == Decimal("1.0")
+    assert ws["serve"].spread_zones == 2 and ws["serve"].lost_hours_per_interruption == Decimal("0.05")
+    assert ws["batch-eval"].max_spot_fraction == Decimal("0.9")
+    assert constraints.demand(pol) == {"pretrain": (16,) * 24, "serve": (12,) * 24, "batch-eval": (12,) * 24}
 
 
 def test_unknown_policy_name_lists_presets() -> None:

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from dataclasses import replace
 from decimal import Decimal
 
 import typer
 
 from gpuprov.commands import common
 from gpuprov.errors import UsageError
+from gpuprov.models import SolveStatus
 
 DEFAULT_MAX_PRICE_AGE_H = Decimal(24)
+# a plan the time limit stopped short of the gap asked: printed (and saved) as it is, exit 7 unless
+# --accept-gap (no plan at all within the limit is TimeLimitError, exit 6)
+EXIT_GAP_NOT_MET = 7
+RESERVE_S = 1.5  # of the time limit kept for the baselines and the output, and a solver's overrun
+WHAT_IF_SHARE = 0.6  # of the time limit for the plan itself when --what-if-demand solves twice more
+SUSPECT_SHARE = 0.75  # of that for the plan itself when it solves again with suspect quotes let in
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +44,12 @@ def register(app: typer.Typer) -> None:
         budget: str = typer.Option(None, "--budget", help="at most this many USD per hour"),
         solver: str = typer.Option("cbc", "--solver", help="cbc or highs"),
         gap: float = typer.Option(0.001, "--gap", help="relative optimality gap"),
-        time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
+        time_limit: float = typer.Option(
+            60.0, "--time-limit", help="time limit of the whole command (catalog, solve, baselines), seconds"
+        ),
+        accept_gap: bool = typer.Option(
+            False, "--accept-gap", help="exit 0 with a plan the time limit stopped short of --gap (else exit 7)"
+        ),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
         save: bool = typer.Option(False, "--save", help="store the plan for apply and terraform"),
         chart: str = typer.Option(None, "--chart", help="write a stacked-area PNG of GPUs by market"),
@@ -55,6 +69,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """The cheapest mix of reserved, on-demand and spot instances, hour by hour."""
+        started = time.monotonic()
         fmt = common.parse_output(output, ("table", "json"))
         common.positive(gpus, "--gpus", 1_000_000)
         common.positive(node_gpus, "--node-gpus", 64)
@@ -129,8 +144,6 @@ def register(app: typer.Typer) -> None:
             )
             curve = None
             if demand is not None:  # read against the horizon the flags left (--hours checked)
-                from dataclasses import replace
-
                 from policies import curve as curves
 
                 curve = curves.read(demand, list(pol.workloads), pol.horizon_hours)
@@ -160,17 +173,40 @@ def register(app: typer.Typer) -> None:
         spec = planning.with_commitments(spec, held, offers, common.savings_plan_discounts())
         when = common.now()
         request = planning.request_for(spec, offers, context, when)
-        common.warn_if_stale(snapshots, max_age, when)
-        solved = planning.run(request)
-        extra = {"start": when.strftime("%Y-%m-%dT%H")} if spec.held else None
-        if scale is not None:
-            extra = {**(extra or {}), "what_if_demand": str(scale)}
-        pid = planning.plan_id(spec, snapshots, context, extra=extra)
-        scenario = None if scale is None else planning.what_if(solved, spec, offers, context, when, scale)
+        # one deadline for the whole command; a what-if's two solves get a share of it
+        reserve = min(RESERVE_S, time_limit / 10)  # for the baselines and the output after the solve
         from gpuprov import price_quality
 
-        quality = price_quality.price_quality(spec, offers, snapshots, context, when, solved)
+        # the plan itself first; the solve with suspect quotes let in, then the what-if, share the rest
+        suspect = bool(price_quality.screen(spec, offers).suspect)
+        share = (WHAT_IF_SHARE if scale is not None else 1.0) * (SUSPECT_SHARE if suspect else 1.0)
+        budget = time_limit - reserve
+        request = replace(request, deadline=started + budget * share)
+        common.warn_if_stale(snapshots, max_age, when)
+        from gpuprov import progress
+
+        with progress.on_terminal(started):
+            solved = planning.run(request, {"catalog": time.monotonic() - started})
+            extra = {"start": when.strftime("%Y-%m-%dT%H")} if spec.held else None
+            if scale is not None:
+                extra = {**(extra or {}), "what_if_demand": str(scale)}
+            pid = planning.plan_id(spec, snapshots, context, extra=extra)
+            quality_by = started + budget * (share + (1 - share) * ((1 - WHAT_IF_SHARE) if scale is not None else 1.0))
+            quality = price_quality.price_quality(spec, offers, snapshots, context, when, solved, quality_by)
+            scenario = (
+                None
+                if scale is None
+                else planning.what_if(solved, spec, offers, context, when, scale, started + budget)
+            )
         doc = planning.document(pid, solved, snapshots, total, spec, context, when, what_if=scenario, quality=quality)
+        short = doc.solve.status != SolveStatus.OPTIMAL
+        stopped = (
+            f"STOPPED BY THE TIME LIMIT ({time_limit:g} s): gap {doc.costs.gap:.2%} reached, {gap:.2%} asked; "
+            "the plan below is feasible but not proven within the gap"
+            + ("" if accept_gap else f" (exit {EXIT_GAP_NOT_MET}; --accept-gap exits 0)")
+        )
+        if short and fmt == "json":
+            common.warn(stopped)
         for line in doc.warnings:
             common.warn(line)
         if save:
@@ -185,10 +221,14 @@ def register(app: typer.Typer) -> None:
             from gpuprov.plandoc import to_json
 
             sys.stdout.write(to_json(doc) + "\n")
+            if short and not accept_gap:
+                raise typer.Exit(EXIT_GAP_NOT_MET)
             return
         from gpuprov import render
 
         out = common.console()
+        if short:
+            out.print(stopped, style="bold")
         out.print(render.catalog_header(snapshots, when))
         for block in render.plan_tables(doc, out.width):
             out.print(block)
@@ -200,6 +240,8 @@ def register(app: typer.Typer) -> None:
             out.print(f"saved plan {pid}: gpuprov terraform {pid} --out infra/")
         if chart:
             out.print(f"chart written to {chart}")
+        if short and not accept_gap:
+            raise typer.Exit(EXIT_GAP_NOT_MET)
 
     schema_app = typer.Typer(help="JSON Schemas of gpuprov's documents.", no_args_is_help=True)
 

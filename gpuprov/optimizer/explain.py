@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuprov.errors import InfeasibleError
+from gpuprov.errors import InfeasibleError, TimeLimitError
 from gpuprov.models import Market, Offer, Plan
 from gpuprov.optimizer.problem import PlanRequest, eligible
+
+if TYPE_CHECKING:
+    from gpuprov.optimizer.clock import Clock
 
 
 def _shape(request: PlanRequest, name: str) -> str:
@@ -76,20 +79,84 @@ def _cheapest_hour(request: PlanRequest, offers: list[Offer]) -> Decimal | None:
     return total
 
 
-def infeasible(request: PlanRequest, offers: list[Offer], status: str) -> InfeasibleError:
+def _caps(request: PlanRequest) -> list[str]:
     parts = []
-    if request.offer_caps or request.region_caps:
-        parts.append("the instance caps")
+    if request.region_caps:
+        caps = ", ".join(f"{c}/{r} <= {n}" for (c, r), n in sorted(request.region_caps.items())[:4])
+        more = len(request.region_caps) - 4
+        parts.append(f"the region caps ({caps}{f', and {more} more' if more > 0 else ''} instances)")
+    if request.offer_caps:
+        parts.append(f"the instance caps on {len(request.offer_caps)} offers")
+    return parts
+
+
+def _rules(request: PlanRequest) -> list[str]:
+    parts = _caps(request)
     if request.budget_per_hour is not None:
         parts.append(f"the ${request.budget_per_hour}/h budget")
+    if request.reserved_fixed is not None:
+        parts.append("the reservations held fixed")
     if any(w.gang for w in request.workloads):
         parts.append("one location per gang")
+    if any(w.spread_zones >= 2 for w in request.workloads):
+        parts.append("the spread over zones")
     if any(w.max_spot_fraction < 1 for w in request.workloads):
         parts.append("the spot ceilings")
-    joined = ", ".join(parts) or "the cover constraints"
+    return parts
+
+
+def _peak(request: PlanRequest) -> str:
+    t = max(range(request.slots), key=lambda t: (sum(request.demand[w.name][t] for w in request.workloads), -t))
+    needs = ", ".join(f"{w.name} {request.demand[w.name][t]}" for w in request.workloads)
+    return f"slot {t} ({needs} GPUs of {request.gpu})"
+
+
+def infeasible(request: PlanRequest, offers: list[Offer], status: str) -> InfeasibleError:
+    joined = ", ".join(_rules(request)) or "the cover constraints"
     return InfeasibleError(
         f"no plan meets the demand for {request.gpu} under {joined} (solver: {status})",
         hint="raise the caps or budget, allow more clouds/regions/markets, or lower the demand",
+    )
+
+
+def proven_infeasible(request: PlanRequest, offers: list[Offer], clock: Clock) -> InfeasibleError:
+    """The LP relaxation of the whole model is infeasible: a proof that no plan exists. Name the
+    family of rows that makes it so (the relaxation without it is feasible) and the peak demand."""
+    from dataclasses import replace
+
+    from gpuprov.optimizer.cbc import solve_lp
+    from gpuprov.optimizer.model import build
+
+    families = []
+    if request.budget_per_hour is not None:
+        families.append((f"the ${request.budget_per_hour}/h budget", replace(request, budget_per_hour=None)))
+    if request.region_caps or request.offer_caps:
+        families.append((" and ".join(_caps(request)), replace(request, region_caps={}, offer_caps={})))
+    for name, relaxed in families:
+        if clock.left() < 1:
+            break
+        if solve_lp(build(relaxed, offers).prob, clock.solver_time(0.5)).optimal:
+            return InfeasibleError(
+                f"no plan meets the demand under {name}: even its LP relaxation is infeasible, and "
+                f"without {name.removeprefix('the ')} it is not; the demand peaks at {_peak(request)}",
+                hint=f"raise {name.removeprefix('the ')}, allow more clouds/regions/markets, or lower the demand",
+            )
+    joined = ", ".join(_rules(request)) or "the cover constraints"
+    return InfeasibleError(
+        f"no plan meets the demand under {joined}: even the LP relaxation is infeasible; the demand "
+        f"peaks at {_peak(request)}",
+        hint="raise the caps or budget, allow more clouds/regions/markets, or lower the demand",
+    )
+
+
+def timed_out(request: PlanRequest, clock: Clock, tried: list[str]) -> TimeLimitError:
+    """No plan within the time limit: not a proof that none exists."""
+    relax = _rules(request)
+    what = f"; or relax {', '.join(relax)}" if relax else ""
+    return TimeLimitError(
+        f"no plan found within the {request.time_limit_s:g} s time limit (tried {', then '.join(tried)}); "
+        "this does not prove that none exists",
+        hint=f"raise --time-limit, or a larger --gap{what}",
     )
 
 

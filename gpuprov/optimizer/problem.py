@@ -89,7 +89,13 @@ have equal sub-problems); and, when no caps or budget apply, gang sites (locatio
 lower bound exceeds a feasible plan's cost are dropped, as are, for workloads with neither a
 gang nor a spread, offers more expensive than another of the same market and size.
 
-This module holds the request and its small pure helpers; ``solve.py`` builds and solves.
+How it is solved (the same model either way): by parts (``decompose.py``, bound in
+``lagrange.py``) when at most one workload is a gang; otherwise whole, from its LP relaxation
+(a bound, or a proof that no plan exists) rounded to whole instances under every row
+(``rounding.py``), the MILP's warm start, kept when the solver does not beat it. ``model.py``
+builds the model, ``solve.py`` runs it; every step draws on one deadline (``clock.py``).
+
+This module holds the request and its small pure helpers.
 """
 
 from __future__ import annotations
@@ -187,6 +193,9 @@ class PlanRequest:
     interruptions_per_hour: Mapping[str, Decimal] = field(default_factory=dict)  # cloud -> rate: overrides
     gap: float = 0.001
     time_limit_s: float = 60.0
+    # time.monotonic() by which the plan must be done (the whole command's time limit); None:
+    # time_limit_s from when solve() starts
+    deadline: float | None = None
     solver: str = "cbc"
     unavailable: frozenset[Site] = frozenset()
     # Rebalancing: what runs now, per (cloud, location, type, market, workload); launching beyond it in

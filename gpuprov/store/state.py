@@ -7,11 +7,12 @@ by the next one, and let ``status`` answer without calling the cloud.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuprov.errors import StoreError
 from gpuprov.models import Cloud, InstanceHandle, JournalState, Market, Site, WorkloadPool
@@ -59,6 +60,11 @@ class StateStore(Database):
         return Session(self.engine())
 
     # -- journal -------------------------------------------------------------------
+    # Every journal write is durable before it returns (a launch's row before the launch: a run
+    # killed at any point leaves rows the next run settles). Writes that arrive while a commit is
+    # under way are committed together in the next one (group commit): one SQLite commit costs
+    # ~11 ms, and a pass migrating 2,500 instances makes 10,000 journal writes from up to 16
+    # launch threads at once.
     def begin(
         self,
         owner: str,
@@ -69,41 +75,49 @@ class StateStore(Database):
         when: datetime,
         instance_id: str | None = None,
     ) -> int:
+        return self.begin_many([(owner, plan_id, op, token, pool, when, instance_id)])[0]
+
+    def begin_many(self, rows: Sequence[tuple[str, str, str, str, Sequence[str], datetime, str | None]]) -> list[int]:
+        """Journal several calls before they are made, in one commit; their ids in order."""
         from gpuprov.store.tables import JournalRow
 
-        row = JournalRow(
-            owner=owner,
-            plan_id=plan_id,
-            op=op,
-            token=token,
-            pool=json.dumps(list(pool)),
-            instance_id=instance_id,
-            started_at=when,
-        )
-        with self.guarded(f"could not journal a {op} before the call"), self._session() as session:
-            session.add(row)
-            session.commit()
+        made = [
+            JournalRow(
+                owner=owner,
+                plan_id=plan_id,
+                op=op,
+                token=token,
+                pool=json.dumps(list(pool)),
+                instance_id=instance_id,
+                started_at=when,
+            )
+            for owner, plan_id, op, token, pool, when, instance_id in rows
+        ]
+        ops = rows[0][2] if rows else "call"
+        self._group().write([("add", row) for row in made], f"could not journal a {ops} before the call")
+        ids = []
+        for row in made:
             if row.id is None:
                 raise StoreError("the database returned no id for a journal row")
-            return row.id
+            ids.append(row.id)
+        return ids
 
     def finish(self, entry_id: int, when: datetime, instance_id: str | None = None, error: str | None = None) -> None:
-        from gpuprov.store.tables import JournalRow
+        self.finish_many([(entry_id, when, instance_id, error)])
 
-        with (
-            self.guarded(f"could not close journal row {entry_id} (the next run settles it)"),
-            self._session() as session,
-        ):
-            row = session.get(JournalRow, entry_id)
-            if row is None:
-                raise StoreError(f"journal row {entry_id} vanished")
-            row.state = (JournalState.FAILED if error else JournalState.DONE).value
-            row.error = error
-            row.finished_at = when
-            if instance_id is not None:
-                row.instance_id = instance_id
-            session.add(row)
-            session.commit()
+    def finish_many(self, rows: Sequence[tuple[int, datetime, str | None, str | None]]) -> None:
+        """Close several journal rows in one commit."""
+        first = rows[0][0] if rows else 0
+        self._group().write(
+            [("close", row) for row in rows], f"could not close journal row {first} (the next run settles it)"
+        )
+
+    def _group(self) -> _GroupCommit:
+        group: _GroupCommit | None = getattr(self, "_journal_group", None)
+        if group is None:
+            group = _GroupCommit(self)
+            self._journal_group = group
+        return group
 
     def journal(self, owner: str, pending_only: bool = False) -> list[JournalEntry]:
         self.ensure_schema()
@@ -244,6 +258,118 @@ class StateStore(Database):
         ]
         seen = max((parse_time(r["seen_at"]) for r in rows), default=None)
         return handles, seen
+
+
+class _GroupCommit:
+    """Journal writes from many threads, committed together: a write waits for the commit in
+    progress, if any, then the writes queued meanwhile go in one transaction. A write returns only
+    once a commit holding it is done (or raises that commit's error)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.cond = threading.Condition()
+        self.queue: list[_Ticket] = []
+        self.busy = False
+
+    def write(self, ops: list[tuple[str, Any]], what: str) -> None:
+        ticket = _Ticket(ops, what)
+        with self.cond:
+            self.queue.append(ticket)
+            while not ticket.done:
+                if self.busy:
+                    self.cond.wait()
+                    continue
+                batch, self.queue = self.queue, []
+                self.busy = True
+                self.cond.release()
+                try:
+                    self._commit(batch)
+                finally:
+                    self.cond.acquire()
+                    self.busy = False
+                    for t in batch:
+                        t.done = True
+                    self.cond.notify_all()
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _commit(self, batch: list[_Ticket]) -> None:
+        """One transaction for the batch (SQLAlchemy Core: an insert per new row for its id, one
+        executemany update for the rows closed)."""
+        from sqlalchemy import bindparam, insert, update
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from gpuprov.store.tables import JournalRow
+
+        table = JournalRow.__table__  # type: ignore[attr-defined]
+        try:
+            self.store.ensure_schema()
+            with self.store.engine().begin() as con:
+                closes = []
+                adds = [item for t in batch for kind, item in t.ops if kind == "add"]
+                if adds:  # one executemany, ids back in the order given
+                    ids = con.execute(
+                        insert(table).returning(table.c.id, sort_by_parameter_order=True),
+                        [{c: getattr(item, c) for c in _ADD_COLUMNS} for item in adds],
+                    ).scalars()
+                    for item, got in zip(adds, ids, strict=True):
+                        item.id = got
+                for t in batch:
+                    for kind, item in t.ops:
+                        if kind == "add":
+                            continue
+                        entry_id, when, instance_id, error = item
+                        closes.append(
+                            {
+                                "row_id": entry_id,
+                                "new_state": (JournalState.FAILED if error else JournalState.DONE).value,
+                                "new_error": error,
+                                "new_finished": when,
+                                "new_instance": instance_id,
+                            }
+                        )
+                if closes:
+                    done = con.execute(
+                        update(table)
+                        .where(table.c.id == bindparam("row_id"))
+                        .values(
+                            state=bindparam("new_state"),
+                            error=bindparam("new_error"),
+                            finished_at=bindparam("new_finished"),
+                            instance_id=_coalesce(bindparam("new_instance"), table.c.instance_id),
+                        ),
+                        closes,
+                    )
+                    if done.rowcount is not None and 0 <= done.rowcount < len(closes):
+                        raise StoreError(f"{len(closes) - done.rowcount} of {len(closes)} journal rows vanished")
+        except SQLAlchemyError as exc:
+            failed = StoreError(f"{batch[0].what}: {first_line(exc)}")
+            for t in batch:
+                t.error = failed
+        except StoreError as exc:
+            for t in batch:
+                t.error = exc
+        except Exception as exc:  # nothing of the batch is known to be stored: every writer hears so
+            failed = StoreError(f"{batch[0].what}: {type(exc).__name__}: {exc}")
+            for t in batch:
+                t.error = failed
+
+
+_ADD_COLUMNS = ("owner", "plan_id", "op", "token", "pool", "instance_id", "state", "started_at")
+
+
+def _coalesce(a: Any, b: Any) -> Any:
+    from sqlalchemy import func
+
+    return func.coalesce(a, b)
+
+
+@dataclass
+class _Ticket:
+    ops: list[tuple[str, Any]]
+    what: str
+    done: bool = False
+    error: StoreError | None = None
 
 
 @dataclass(frozen=True)
