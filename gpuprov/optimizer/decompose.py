@@ -78,6 +78,8 @@ def applicable(request: PlanRequest) -> bool:
     nothing that couples locations: no caps, budget, commitments or running fleet)."""
     if request.method == "monolithic" or not request.exact_reductions or request.capped:
         return False
+    if any(w.replicas for w in request.workloads):  # its bounds and rounding count GPUs
+        return False
     gangs = [w for w in request.workloads if w.gang]
     others = [w for w in request.workloads if not w.gang]
     return len(gangs) <= 1 and len(others) == 1 and not any(w.spread_zones >= 2 for w in gangs)
