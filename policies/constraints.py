@@ -75,6 +75,9 @@ def workloads(policy: Policy) -> tuple[Workload, ...]:
 
 
 def demand(policy: Policy) -> dict[str, tuple[int, ...]]:
-    if policy.gpus is None:
+    """Demand per workload and slot: GPUs, or work a second for a workload in work units. A total
+    is needed where some demand is a share of it, or some workload counts GPUs."""
+    work_only = all(w.work is not None for w in policy.workloads.values())
+    if policy.gpus is None and not work_only:
         raise ConfigError(f"policy {policy.name!r} names no total; pass --gpus")
-    return demand_slots(policy, policy.gpus)
+    return demand_slots(policy, policy.gpus or 0)
