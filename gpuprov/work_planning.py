@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from gpuprov import plandoc as pd
 from gpuprov import planning
@@ -82,7 +83,7 @@ def setup(
             f"policy {policy.name!r}: {', '.join(gpu_workloads)} counts GPUs while another workload counts work; "
             "give every workload a model and its demand in tokens_per_s or samples_per_s, or plan them apart"
         )
-    base = planning.policy_spec(policy, tuple(types), solver, gap, time_limit_s)
+    base = _spec(policy, tuple(types), solver, gap, time_limit_s)
     allowed = [o for o in offers if planning.allowed(base, o)]
     largest: dict[str, int] = {}
     for o in allowed:
@@ -122,6 +123,33 @@ def setup(
         )
     spec = replace(base, gpu_names=usable, workloads=tuple(specs))
     return Setup(spec, rates, tuple(types))
+
+
+def _spec(policy: Any, types: tuple[str, ...], solver: str, gap: float, time_limit_s: float) -> pd.RequestSpec:
+    """planning.policy_spec's request, with the demand read as work a second (policies.schedule)."""
+    from policies import constraints
+    from policies.schedule import demand_slots
+
+    return pd.RequestSpec(
+        gpu_names=types,
+        workloads=tuple(pd.WorkloadSpec.of(w) for w in constraints.workloads(policy)),
+        demand={k: tuple(v) for k, v in demand_slots(policy, 0).items()},
+        clouds_allow=tuple(policy.clouds_allow),
+        clouds_deny=tuple(policy.clouds_deny),
+        regions_allow=tuple(policy.regions_allow),
+        regions_deny=tuple(policy.regions_deny),
+        markets=None if policy.markets is None else tuple(policy.markets),
+        offer_caps=tuple(
+            pd.OfferCapSpec(c.cloud, c.region, c.zone, c.instance_type, c.market, c.max_instances)
+            for c in policy.offer_caps
+        ),
+        region_caps=tuple(pd.RegionCapSpec(c.cloud, c.region, c.max_instances) for c in policy.region_caps),
+        budget_per_hour=policy.budget_per_hour,
+        interruptions_per_hour=dict(policy.interruptions_per_hour),
+        solver=solver,  # type: ignore[arg-type]
+        gap=gap,
+        time_limit_s=time_limit_s,
+    )
 
 
 def _no_offer(gpu: str) -> str:

@@ -180,3 +180,32 @@ def test_json_schema_has_the_work_report() -> None:
     r = runner.invoke(app, ["schema", "plan"])
     schema = json.loads(r.stdout)
     assert "WorkReport" in schema["$defs"] and "ReplicaSpec" in schema["$defs"]
+
+
+TRAIN = """
+name: finetune-13b
+gpu: [h100, a100-80gb]
+workloads:
+  training: {model: llama-2-13b, precision: bf16, gang: true, max_spot_fraction: 0.5}
+schedule:
+  default: {training: {samples_per_s: 40}}
+"""
+# the test's own figures, standing for a user's training benchmark (not measurements)
+TRAIN_BENCH = """gpu,model,precision,tensor_parallel,samples_per_s_per_gpu
+H100,llama-2-13b,bf16,8,2.5
+A100-80GB,llama-2-13b,bf16,8,1.1
+"""
+
+
+def test_a_training_gang_in_samples_per_second(tmp_path: Path) -> None:
+    bench = tmp_path / "train.csv"
+    bench.write_text(TRAIN_BENCH)
+    doc = plan(tmp_path, "--throughput", str(bench), "--clouds", "aws", "--clouds", "gcp", policy=TRAIN)
+    sites = {(a.location, a.gpu) for a in doc.placements()}
+    assert len(sites) == 1  # one zone, one GPU model
+    [(_where, gpu)] = sites
+    replicas = sum(a.instances_by_slot[0] * (a.gpus_per_instance // 8) for a in doc.placements())
+    per_replica = {"H100": Decimal(20), "A100-80GB": Decimal("8.8")}[gpu]
+    assert replicas * per_replica >= 40 > (replicas - 1) * per_replica  # the fewest 8-GPU replicas
+    assert doc.work is not None and {t.gpu for t in doc.work.types if t.status == "used"} == {gpu}
+    assert doc.request.workloads[0].unit == "samples_per_s"

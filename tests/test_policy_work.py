@@ -31,9 +31,10 @@ def test_a_serving_policy_in_tokens_per_second() -> None:
     assert w is not None and w.unit == "tokens_per_s" and w.precisions == ("fp8", "bf16")
     assert (w.model, w.input_tokens, w.output_tokens) == ("meta-llama/Llama-3.1-70B-Instruct", 128, 2048)
     assert pol.gpu == "h100,a100-80gb,l40s,l4" and pol.gpus is None
-    demand = constraints.demand(pol)["inference"]
+    demand = demand_slots(pol, 0)["inference"]
     assert demand == tuple([5000] * 8 + [20000] * 12 + [5000] * 4)  # 4,999.5 rounds up to whole tokens
-    assert demand_slots(pol, 0) == {"inference": demand}
+    with pytest.raises(ConfigError, match="asks for work a second, not GPUs"):
+        constraints.demand(pol)  # what the GPU paths (plan by GPUs, backtest) read
 
 
 def edit(old: str, new: str) -> str:
