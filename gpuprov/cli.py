@@ -109,9 +109,22 @@ from gpuprov.commands import policy as _policy  # noqa: E402
 from gpuprov.commands import prices as _prices  # noqa: E402
 from gpuprov.commands import pricing as _pricing  # noqa: E402
 from gpuprov.commands import rebalance as _rebalance  # noqa: E402
+from gpuprov.commands import size as _size  # noqa: E402
 from gpuprov.commands import terraform as _terraform  # noqa: E402
 
-for _module in (_prices, _pricing, _plan, _policy, _commitments, _terraform, _k8s, _fleet, _rebalance, _backtest):
+for _module in (
+    _prices,
+    _pricing,
+    _plan,
+    _size,
+    _policy,
+    _commitments,
+    _terraform,
+    _k8s,
+    _fleet,
+    _rebalance,
+    _backtest,
+):
     _module.register(app)
 
 

@@ -91,7 +91,9 @@ class InfeasibleError(PlanningError):
 
 
 class SolverError(PlanningError):
-    pass
+    """The solver itself failed (not a statement about the request)."""
+
+    exit_code = 8
 
 
 class TimeLimitError(PlanningError):

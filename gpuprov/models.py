@@ -223,8 +223,24 @@ class SnapshotInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaRate:
+    """Work-unit demand: what one replica of a model on ``tensor_parallel`` GPUs of one GPU model
+    does, in its workload's unit a second (tokens or samples), and the throughput row it rests on."""
+
+    gpu: str
+    tensor_parallel: int
+    work_per_s: Decimal
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
-    """One workload's shape: how many GPUs a node has, how much spot, gang or spread."""
+    """One workload's shape: how many GPUs a node has, how much spot, gang or spread.
+
+    Demand is in GPUs unless ``replicas`` is set: then it is in ``unit`` (tokens or samples a
+    second) and an instance of GPU model m with g GPUs does the work of g // t replicas of the
+    best (m, t) it holds (``optimizer.problem.work``); ``gpu_models`` narrows the GPU models w may
+    use (None: any the request's offers carry)."""
 
     name: str
     max_spot_fraction: Decimal = Decimal("0.5")
@@ -234,6 +250,9 @@ class Workload:
     lost_hours_per_interruption: Decimal = Decimal(0)
     # the offers' interconnect values w accepts (policy workloads.<name>.interconnect); None: any
     interconnect: tuple[str, ...] | None = None
+    unit: str = "gpus"  # gpus | tokens_per_s | samples_per_s
+    replicas: tuple[ReplicaRate, ...] = ()
+    gpu_models: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from gpuprov.errors import PlanFormatError
-from gpuprov.models import Market, Site, Workload, WorkloadPool
+from gpuprov.models import Market, ReplicaRate, Site, Workload, WorkloadPool
 
 SCHEMA_VERSION = 4
 # Older versions this one reads: each differs from the next only by fields added with a default,
@@ -50,6 +50,22 @@ _STRICT = {"extra": "forbid", "strict": True}
 
 
 @dataclass(frozen=True)
+class ReplicaSpec:
+    """Work-unit demand: one replica of the model on ``tensor_parallel`` GPUs of ``gpu`` does
+    ``work_per_s`` of the workload's unit a second (``source``: the throughput row)."""
+
+    __pydantic_config__ = _STRICT
+
+    gpu: str
+    tensor_parallel: int
+    work_per_s: Decimal
+    source: str = ""
+
+
+WORK_UNITS = ("gpus", "tokens_per_s", "samples_per_s")
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """One workload's shape, as the request gave it."""
 
@@ -62,6 +78,10 @@ class WorkloadSpec:
     spread_zones: int = 1
     lost_hours_per_interruption: Decimal = Decimal(0)
     interconnect: tuple[str, ...] | None = None  # offers' interconnect values accepted; None: any
+    # demand in work units (request.demand then counts tokens or samples a second, not GPUs)
+    unit: Literal["gpus", "tokens_per_s", "samples_per_s"] = "gpus"
+    replicas: tuple[ReplicaSpec, ...] = ()
+    gpu_models: tuple[str, ...] | None = None  # the GPU models it may use; None: the request's
 
     def workload(self) -> Workload:
         return Workload(
@@ -72,6 +92,9 @@ class WorkloadSpec:
             spread_zones=self.spread_zones,
             lost_hours_per_interruption=self.lost_hours_per_interruption,
             interconnect=self.interconnect,
+            unit=self.unit,
+            replicas=tuple(ReplicaRate(r.gpu, r.tensor_parallel, r.work_per_s, r.source) for r in self.replicas),
+            gpu_models=self.gpu_models,
         )
 
     @classmethod
@@ -84,6 +107,9 @@ class WorkloadSpec:
             spread_zones=w.spread_zones,
             lost_hours_per_interruption=w.lost_hours_per_interruption,
             interconnect=w.interconnect,
+            unit=w.unit,  # type: ignore[arg-type]
+            replicas=tuple(ReplicaSpec(r.gpu, r.tensor_parallel, r.work_per_s, r.source) for r in w.replicas),
+            gpu_models=w.gpu_models,
         )
 
 
@@ -141,7 +167,7 @@ class RequestSpec:
 
     gpu_names: tuple[str, ...]
     workloads: tuple[WorkloadSpec, ...]
-    demand: dict[str, tuple[int, ...]]  # GPUs per workload per slot
+    demand: dict[str, tuple[int, ...]]  # per workload per slot: GPUs, or its unit (WorkloadSpec.unit)
     clouds_allow: tuple[str, ...] = ()
     clouds_deny: tuple[str, ...] = ()
     regions_allow: tuple[str, ...] = ()
@@ -407,6 +433,59 @@ class Baseline:
 
 
 @dataclass(frozen=True)
+class GpuTypeWork:
+    """One GPU type considered for a workload whose demand is in work units: whether the plan
+    uses it and why (or why not), its best replica, and what its work costs at the cheapest
+    allowed offer. ``*_usd_per_million``: USD per million units of work (tokens or samples) at
+    that offer's price, every GPU busy (price per GPU-hour / (work per GPU a second × 3600) × 10⁶)."""
+
+    __pydantic_config__ = _STRICT
+
+    workload: str
+    gpu: str
+    status: Literal["used", "not used", "left out"]
+    reason: str
+    tensor_parallel: int | None = None
+    work_per_gpu: Decimal | None = None  # a second, in the workload's unit
+    source: str | None = None  # the throughput row (file:line) of that figure
+    on_demand_usd_per_gpu_hour: Decimal | None = None
+    on_demand_usd_per_million: Decimal | None = None
+    spot_usd_per_gpu_hour: Decimal | None = None
+    spot_usd_per_million: Decimal | None = None
+    peak_gpus: int = 0  # in the plan, at its busiest slot
+
+
+@dataclass(frozen=True)
+class SingleType:
+    """The request solved on one GPU type only, under the same rules: the baseline a picker of
+    one type would buy (``None`` costs with a ``reason`` where that type cannot serve it)."""
+
+    __pydantic_config__ = _STRICT
+
+    gpu: str
+    horizon_usd: Decimal | None
+    objective_usd: Decimal | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkReport:
+    """For a request with demand in work units: every GPU type considered, the best single-type
+    plan as the baseline, and what the plan's work costs (``usd_per_million``: per workload, the
+    plan's horizon cost of it over the work it is asked over the horizon, × 10⁶)."""
+
+    __pydantic_config__ = _STRICT
+
+    types: tuple[GpuTypeWork, ...]
+    single_type: tuple[SingleType, ...]
+    best_single_type: str | None
+    best_single_type_horizon_usd: Decimal | None
+    saving_usd: Decimal | None  # best single type − plan, over the horizon (billed)
+    usd_per_million: dict[str, Decimal]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SolveInfo:
     __pydantic_config__ = _STRICT
 
@@ -463,6 +542,7 @@ class PlanDocument:
     excluded_pools: tuple[Site, ...] = ()  # written as 4-string arrays, read back as Sites
     warnings: tuple[str, ...] = ()
     price_quality: PriceQuality | None = None
+    work: WorkReport | None = None  # demand in work units: the GPU types considered and why
 
     # ------------------------------------------------------------------ views
     @property
@@ -696,6 +776,11 @@ def check(doc: PlanDocument, where: str = "plan") -> None:
             raise fail(f"request.workloads.{i}.node_gpus", "must be at least 1")
         if w.spread_zones < 1:
             raise fail(f"request.workloads.{i}.spread_zones", "must be at least 1")
+        if (w.unit == "gpus") != (not w.replicas):
+            raise fail(f"request.workloads.{i}.replicas", "a workload in work units needs replica rates, and only it")
+        for n, rate in enumerate(w.replicas):
+            if rate.tensor_parallel < 1 or not rate.work_per_s.is_finite() or rate.work_per_s <= 0:
+                raise fail(f"request.workloads.{i}.replicas.{n}", "needs tensor_parallel ≥ 1 and work_per_s > 0")
     if set(doc.request.demand) != set(names):
         raise fail("request.demand", "needs one entry per workload")
     for name, counts in doc.request.demand.items():

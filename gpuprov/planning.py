@@ -448,6 +448,11 @@ def plan_id(
     for w in spec_dict["workloads"]:  # no interconnect asked: the id plans had before there was one
         if w.get("interconnect") is None:
             w.pop("interconnect", None)
+        if w.get("unit") == "gpus" and not w.get("replicas"):  # in GPUs: the id plans had before work units
+            w.pop("unit", None)
+            w.pop("replicas", None)
+        if w.get("gpu_models") is None:
+            w.pop("gpu_models", None)
     if not spec_dict.get("include_suspect"):  # the default: the id it had before the field existed
         spec_dict.pop("include_suspect", None)
     payload = {

@@ -75,6 +75,14 @@ def workloads(policy: Policy) -> tuple[Workload, ...]:
 
 
 def demand(policy: Policy) -> dict[str, tuple[int, ...]]:
+    """GPUs each workload needs in each slot. A policy whose demand is work a second (a workload
+    with a model) is refused here: its demand is not GPUs (gpuprov.work_planning reads it)."""
+    work = [name for name, w in policy.workloads.items() if w.work is not None]
+    if work:
+        raise ConfigError(
+            f"policy {policy.name!r}: {', '.join(work)} asks for work a second, not GPUs",
+            hint="plan it with gpuprov plan --policy (demand in work units); this command counts GPUs",
+        )
     if policy.gpus is None:
         raise ConfigError(f"policy {policy.name!r} names no total; pass --gpus")
     return demand_slots(policy, policy.gpus)

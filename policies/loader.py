@@ -7,6 +7,7 @@ Every error names the file and the key path, e.g.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from importlib import resources
 from pathlib import Path
@@ -21,16 +22,20 @@ from policies.model import (
     EXAMPLE_WORKLOADS,
     INTERCONNECTS,
     MAX_WORKLOADS,
+    WORK_UNITS,
     WORKLOAD_NAME,
     Amount,
     OfferCap,
     Policy,
     RegionCap,
     Window,
+    WorkDemand,
     WorkloadPolicy,
 )
 
 MAX_GPUS = 1_000_000
+MAX_WORK = 1_000_000_000  # tokens or samples a second
+PRECISIONS = ("fp32", "bf16", "fp8", "int8", "int4", "fp4")
 MAX_USD = Decimal(10) ** 9
 MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 CLOUDS = ("aws", "gcp", "azure")
@@ -140,7 +145,15 @@ class _Reader:
         return tuple(value)
 
     def amount(self, value: Any, path: str) -> Amount:
-        """70% / 0.7 (a fraction of the total) or 45 (GPUs)."""
+        """70% / 0.7 (a fraction of the total), 45 (GPUs), or {tokens_per_s: 20000} (work a second,
+        rounded up to a whole unit)."""
+        if isinstance(value, dict):
+            raw = self.mapping(value, path, WORK_UNITS)
+            if len(raw) != 1:
+                raise self.fail(path, f"give one of {', '.join(WORK_UNITS)}")
+            [(unit, n)] = raw.items()
+            d = self.decimal(n, f"{path}.{unit}", Decimal(0), Decimal(MAX_WORK))
+            return Amount(work=int(d.to_integral_value(rounding="ROUND_CEILING")), unit=unit)
         if isinstance(value, str) and value.strip().endswith("%"):
             return Amount(fraction=self.decimal(value.strip()[:-1], path, Decimal(0), Decimal(100)) / 100)
         if isinstance(value, float):
@@ -155,6 +168,15 @@ class _Reader:
         if not text or len(text) > 100 or any(ord(c) < 32 or ord(c) == 127 for c in text):
             raise self.fail(path, "must be one line of 1-100 characters, without control characters")
         return text
+
+    def gpu(self, value: Any) -> str | None:
+        """A GPU type, or (for work-unit demand) a list of the types to consider, kept as one
+        comma-separated string."""
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return ",".join(self.label(v, f"gpu[{i}]") for i, v in enumerate(value))
+        return str(value)
 
     def hour(self, value: Any, path: str) -> int:
         text = value if isinstance(value, str) else f"{value}"
@@ -201,7 +223,7 @@ class _Reader:
         gpus = top.get("gpus")
         return Policy(
             name=self.label(top.get("name", "policy"), "name"),
-            gpu=None if top.get("gpu") is None else str(top["gpu"]),
+            gpu=self.gpu(top.get("gpu")),
             gpus=None if gpus is None else self.integer(gpus, "gpus", 1, MAX_GPUS),
             timezone=tz,
             horizon_hours=horizon,
@@ -255,6 +277,12 @@ class _Reader:
                     "spread_zones",
                     "lost_hours_per_interruption",
                     "interconnect",
+                    "model",
+                    "precision",
+                    "input_tokens",
+                    "output_tokens",
+                    "dataset",
+                    "sequences",
                 ),
             )
             fabric = w.get("interconnect", "any")
@@ -281,9 +309,88 @@ class _Reader:
                     Decimal(168),
                 ),
                 interconnect=fabric,
+                work=self.work(w, path),
             )
             if gang and out[name].spread_zones > 1:
                 raise self.fail(path, "a gang sits in one zone: it cannot also spread over zones")
+        return out
+
+    def work(self, w: dict[str, Any], path: str) -> WorkDemand | None:
+        """A workload that names a model states its demand in work units (the unit is filled in
+        from its schedule)."""
+        keys = ("precision", "input_tokens", "output_tokens", "dataset", "sequences")
+        if "model" not in w:
+            extra = [k for k in keys if k in w]
+            if extra:
+                raise self.fail(f"{path}.{extra[0]}", "goes with model (demand in tokens_per_s or samples_per_s)")
+            return None
+        model = self.label(w["model"], f"{path}.model")
+        if "precision" not in w:
+            raise self.fail(f"{path}.precision", "is required with model (fp32, bf16, fp16, fp8, int8, int4, fp4)")
+        precisions = []
+        for i, p in enumerate(self.strings(w["precision"], f"{path}.precision")):
+            key = p.strip().lower()
+            key = {"fp16": "bf16", "float16": "bf16", "bfloat16": "bf16", "float32": "fp32"}.get(key, key)
+            if key not in PRECISIONS:
+                raise self.fail(
+                    f"{path}.precision[{i}]", f"unknown precision (expected one of: {', '.join(PRECISIONS)})"
+                )
+            precisions.append(key)
+        lengths = {
+            k: None if w.get(k) is None else self.integer(w[k], f"{path}.{k}", 1, 10_000_000)
+            for k in ("input_tokens", "output_tokens", "sequences")
+        }
+        dataset = None if w.get("dataset") is None else self.label(w["dataset"], f"{path}.dataset")
+        return WorkDemand(
+            unit="",
+            model=model,
+            precisions=tuple(dict.fromkeys(precisions)),
+            input_tokens=lengths["input_tokens"],
+            output_tokens=lengths["output_tokens"],
+            dataset=dataset,
+            sequences=lengths["sequences"],
+        )
+
+    def units(
+        self, workloads: dict[str, WorkloadPolicy], default: dict[str, Amount], windows: list[Window]
+    ) -> dict[str, WorkloadPolicy]:
+        """Each workload's demand in one kind: GPUs (or shares) without a model, one work unit with one."""
+        found: dict[str, set[str]] = {name: set() for name in workloads}
+        rows = [
+            ("schedule.default", default),
+            *((f"schedule.windows[{i}].demand", w.demand) for i, w in enumerate(windows)),
+        ]
+        for where, row in rows:
+            for name, a in row.items():
+                kind = a.unit or "gpus"
+                wp = workloads[name]
+                if (wp.work is None) != (kind == "gpus"):
+                    raise self.fail(
+                        f"{where}.{name}",
+                        "a workload with a model asks for {tokens_per_s: N} or {samples_per_s: N}"
+                        if wp.work is not None
+                        else f"work a second needs the workload's model and precision (workloads.{name}.model)",
+                    )
+                found[name].add(kind)
+        out = dict(workloads)
+        for name, kinds in found.items():
+            if len(kinds) > 1:
+                raise self.fail(f"workloads.{name}", f"its demand mixes {' and '.join(sorted(kinds))}")
+            wp = workloads[name]
+            if wp.work is not None:
+                unit = next(iter(kinds), "tokens_per_s")
+                spec = wp.work
+                if (
+                    unit == "tokens_per_s"
+                    and spec.dataset is None
+                    and (spec.input_tokens is None or spec.output_tokens is None)
+                ):
+                    raise self.fail(
+                        f"workloads.{name}",
+                        "tokens_per_s needs input_tokens and output_tokens (the lengths the throughput rows "
+                        "measured), or a dataset",
+                    )
+                out[name] = replace(wp, work=replace(spec, unit=unit))
         return out
 
     def demand(self, value: Any, path: str, workloads: dict[str, WorkloadPolicy]) -> dict[str, Amount]:
@@ -316,6 +423,7 @@ class _Reader:
             )
         if not default and not windows:
             raise self.fail("schedule", "give a default demand or at least one window")
+        workloads.update(self.units(workloads, default, windows))
         return default, tuple(windows)
 
     def caps(self, value: Any) -> tuple[tuple[OfferCap, ...], tuple[RegionCap, ...]]:

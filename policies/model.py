@@ -15,12 +15,33 @@ INTERCONNECTS = ("any", "efa", "rdma", "infiniband")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
+WORK_UNITS = ("tokens_per_s", "samples_per_s")
+
+
 @dataclass(frozen=True)
 class Amount:
-    """A demand: absolute GPUs, or a fraction of the policy's total."""
+    """A demand: absolute GPUs, a fraction of the policy's total, or work a second (``work`` in
+    ``unit``: tokens_per_s or samples_per_s) for a workload that names a model."""
 
     gpus: int | None = None
     fraction: Decimal | None = None
+    work: int | None = None
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkDemand:
+    """A workload whose demand is work, not GPUs: the model, the precisions it may run at, and the
+    lengths (or benchmark dataset) that pick its throughput rows; ``sequences`` concurrent
+    sequences a replica holds (for the memory fit)."""
+
+    unit: str
+    model: str
+    precisions: tuple[str, ...]
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    dataset: str | None = None
+    sequences: int | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +61,7 @@ class WorkloadPolicy:
     spread_zones: int = 1
     lost_hours_per_interruption: Decimal = Decimal(0)
     interconnect: str = "any"  # any | efa | rdma | infiniband: the offers it may use
+    work: WorkDemand | None = None  # demand in work units (tokens or samples a second)
 
 
 @dataclass(frozen=True)

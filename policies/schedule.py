@@ -32,6 +32,7 @@ def split(row: dict[str, Amount], total: int) -> dict[str, int]:
     """GPUs per workload in one slot. Fractions of the total are rounded by largest remainder,
     so 70% + 30% of 64 is 45 + 19 = 64 (not 45 + 20); absolute amounts are taken as they are."""
     out = {w: a.gpus for w, a in row.items() if a.gpus is not None}
+    out |= {w: a.work for w, a in row.items() if a.work is not None}  # work a second, taken as it is
     shares = {w: a.fraction * total for w, a in row.items() if a.fraction is not None}
     if shares:
         floors = {w: int(v) for w, v in shares.items()}

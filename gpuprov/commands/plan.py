@@ -67,6 +67,9 @@ def register(app: typer.Typer) -> None:
         ignore_held: bool = typer.Option(
             False, "--ignore-held", help="plan as if no commitment were held (gpuprov commitments list)"
         ),
+        throughput_file: str = typer.Option(
+            None, "--throughput", help="demand in tokens/s: your benchmark CSV (replaces the table's rows it names)"
+        ),
     ) -> None:
         """The cheapest mix of reserved, on-demand and spot instances, hour by hour."""
         started = time.monotonic()
@@ -99,6 +102,7 @@ def register(app: typer.Typer) -> None:
                 ("--timezone", timezone),
                 ("--budget", budget),
                 ("--demand", demand),
+                ("--throughput", throughput_file),
             ):
                 if value is not None:
                     raise UsageError(f"{flag} goes with --policy")
@@ -142,6 +146,28 @@ def register(app: typer.Typer) -> None:
                     regions=None if not region else tuple(common.split(region)),
                 ),
             )
+            from gpuprov import work_planning
+
+            if work_planning.is_work_policy(pol):  # demand in tokens or samples a second, over GPU types
+                from gpuprov.commands import work_plan
+
+                work_plan.run(
+                    pol,
+                    fmt=fmt,
+                    solver=solver,
+                    gap=gap,
+                    time_limit=time_limit,
+                    exclude_suspect=exclude_suspect,
+                    ignore_held=ignore_held,
+                    throughput_file=throughput_file,
+                    save=save,
+                    chart=chart,
+                    what_if=scale,
+                    curve=demand is not None,
+                )
+                return
+            if throughput_file is not None:
+                raise UsageError("--throughput goes with a policy whose demand is in tokens_per_s or samples_per_s")
             curve = None
             if demand is not None:  # read against the horizon the flags left (--hours checked)
                 from policies import curve as curves

@@ -19,12 +19,15 @@ def check(spec: str = typer.Argument(..., help="a policy file or preset name")) 
     total = pol.gpus or 100
     slots = demand_slots(pol, total)
     out = common.console()
+    in_gpus = [w for w in pol.workloads.values() if w.work is None]
     out.print(
         f"{spec}: valid policy {pol.name!r}, {pol.horizon_hours} slots in {pol.timezone}, "
-        f"workloads {', '.join(pol.workloads)}" + ("" if pol.gpus else " (demand shown for 100 GPUs)")
+        f"workloads {', '.join(pol.workloads)}" + ("" if pol.gpus or not in_gpus else " (demand shown for 100 GPUs)")
     )
     for name, row in slots.items():
-        out.print(f"  {name:>10}: {' '.join(str(v) for v in row[:24])}{' …' if len(row) > 24 else ''}")
+        work = pol.workloads[name].work
+        unit = "GPUs" if work is None else f"{work.unit.replace('_per_s', '/s')} of {work.model}"
+        out.print(f"  {name:>10}: {' '.join(str(v) for v in row[:24])}{' …' if len(row) > 24 else ''} ({unit})")
 
 
 @policy_app.command("presets")

@@ -102,10 +102,23 @@ def _caps(request: PlanRequest, w: Workload, offers: Sequence[Offer]) -> list[in
     return [spread_cap(d, w, smallest) for d in request.demand[w.name]]
 
 
+WORK_REASON = (
+    "demand is in work units (tokens or samples a second): the plan's work report holds the best "
+    "single-GPU-type plan under the same rules"
+)
+
+
+def _in_work_units(request: PlanRequest) -> bool:
+    """These baselines count GPUs; a request whose demand is in work units gets none of them."""
+    return any(w.replicas for w in request.workloads)
+
+
 # ------------------------------------------------------------------------ (a) all on demand
 
 
 def all_on_demand(request: PlanRequest, offers: Sequence[Offer]) -> Result:
+    if _in_work_units(request):
+        return Result(None, reason=WORK_REASON)
     od = [o for o in offers if o.market is Market.ON_DEMAND]
     if not od:
         return Result(None, reason="no on-demand offer in the request's clouds, regions and markets")
@@ -205,6 +218,8 @@ def _spread(
 
 
 def best_single_offer(request: PlanRequest, offers: Sequence[Offer]) -> Result:
+    if _in_work_units(request):
+        return Result(None, reason=WORK_REASON)
     spread = [w.name for w in request.workloads if w.spread_zones >= 2]
     if spread:
         return Result(None, reason=f"one offer sits in one location; {', '.join(spread)} must spread over zones")
@@ -229,6 +244,8 @@ def best_single_offer(request: PlanRequest, offers: Sequence[Offer]) -> Result:
 
 
 def reserved_plus_spot(request: PlanRequest, offers: Sequence[Offer]) -> Result:
+    if _in_work_units(request):
+        return Result(None, reason=WORK_REASON)
     if not any(o.market.is_reserved for o in offers):
         return Result(None, reason="no reserved offer in the request's markets")
     total = Decimal(0)

@@ -14,6 +14,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,13 @@ def solve_lp(prob: Any, time_limit_s: float | None = None) -> LPResult:
     for v, _cat in cats:
         v.cat = pulp.LpContinuous
     try:
-        prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, timeLimit=time_limit_s))
-    except pulp.PulpSolverError as exc:
-        raise SolverError(f"CBC failed on the LP relaxation: {exc}") from exc
+        for attempt in range(2):  # once more if CBC exits without an answer (see ``run``)
+            try:
+                prob.solve(pulp.PULP_CBC_CMD(msg=False, threads=1, timeLimit=time_limit_s))
+                break
+            except pulp.PulpSolverError as exc:
+                if attempt == 1:
+                    raise _failed(exc, "on the LP relaxation") from exc
     finally:
         for v, cat in cats:
             v.cat = cat
@@ -84,24 +89,30 @@ def run(prob: Any, solver: str, gap: float, time_limit_s: float, warm: bool = Fa
         return solve_highs(prob, gap, time_limit_s, warm)
     if solver != "cbc":
         raise SolverError(f"unknown solver {solver!r}", hint="use cbc or highs")
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpuprov-cbc-") as tmp:
         log = os.path.join(tmp, "cbc.log")
-        cmd = pulp.PULP_CBC_CMD(
-            msg=False,
-            gapRel=gap,
-            timeLimit=max(0.5, time_limit_s),
-            threads=1,
-            logPath=log,
-            keepFiles=False,
-            warmStart=warm,
-        )
-        watcher = _Watcher(log, progress.get())
-        try:
-            prob.solve(cmd)
-        except pulp.PulpSolverError as exc:
-            raise SolverError(f"CBC failed: {exc}") from exc
-        finally:
-            watcher.stop()
+        for attempt in range(2):
+            # CBC 2.10 exits non-zero now and then (seen under heavy load): once more, cold and in the time left
+            left = time_limit_s - (time.monotonic() - started)
+            cmd = pulp.PULP_CBC_CMD(
+                msg=False,
+                gapRel=gap,
+                timeLimit=max(0.5, left),
+                threads=1,
+                logPath=log,
+                keepFiles=False,
+                warmStart=warm and attempt == 0,
+            )
+            watcher = _Watcher(log, progress.get())
+            try:
+                prob.solve(cmd)
+                break
+            except pulp.PulpSolverError as exc:
+                if attempt == 1 or left < 1.0:
+                    raise _failed(exc) from exc
+            finally:
+                watcher.stop()
         status = pulp.LpStatus[prob.status]
         if prob.sol_status == pulp.LpSolutionOptimal:
             status = SolveStatus.OPTIMAL
@@ -112,6 +123,15 @@ def run(prob: Any, solver: str, gap: float, time_limit_s: float, warm: bool = Fa
     if bound is None:
         bound = solve_lp(prob).value if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) else -math.inf
     return status, bound
+
+
+def _failed(exc: Exception, where: str = "") -> SolverError:
+    """One line without PuLP's path to the binary: "Pulp: Error while trying to execute, use ...<path>"."""
+    what = str(exc).split(",")[0].removeprefix("Pulp: ")
+    return SolverError(
+        f"CBC failed to run{' ' + where if where else ''}: {what}",
+        hint="run again, or use --solver highs (pip install 'gpuprov[highs]')",
+    )
 
 
 class _Watcher:

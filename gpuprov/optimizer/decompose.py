@@ -58,6 +58,8 @@ def applicable(request: PlanRequest) -> bool:
     and any others (couplings are priced or relaxed in the bound)."""
     if request.method == "monolithic" or not request.exact_reductions:
         return False
+    if any(w.replicas for w in request.workloads):  # its bounds and rounding count GPUs
+        return False
     gangs = [w for w in request.workloads if w.gang]
     return len(gangs) <= 1 and not any(w.spread_zones >= 2 for w in gangs) and bool(request.workloads)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuprov.errors import InfeasibleError, TimeLimitError
 from gpuprov.models import Market, Offer, Plan
-from gpuprov.optimizer.problem import PlanRequest, eligible
+from gpuprov.optimizer.problem import PlanRequest, eligible, work
 
 if TYPE_CHECKING:
     from gpuprov.optimizer.clock import Clock
@@ -35,7 +35,7 @@ def raise_if_obviously_infeasible(request: PlanRequest, offers: list[Offer]) -> 
                 f"{_shape(request, w.name)}: only spot offers are allowed, but at most "
                 f"{w.max_spot_fraction:.0%} of it may run on spot"
             )
-        if w.gang:
+        if w.gang and not w.replicas:  # the caps count GPUs; work-unit demand is not compared
             best = _largest_place(request, mine)
             if best is not None and best[1] < peak:
                 raise InfeasibleError(
@@ -66,13 +66,14 @@ def _largest_place(request: PlanRequest, offers: list[Offer]) -> tuple[str, int]
 
 
 def _cheapest_hour(request: PlanRequest, offers: list[Offer]) -> Decimal | None:
-    """A lower bound on the cost of the busiest slot: every GPU at the cheapest usable rate."""
+    """A lower bound on the cost of the busiest slot: every GPU (or unit of work) at the cheapest
+    usable rate."""
     total = Decimal(0)
     for t in range(request.slots):
         hour = Decimal(0)
         for w in request.workloads:
             d = request.demand[w.name][t]
-            rates = [o.usd_per_gpu_hour for o in offers if eligible(o, w)]
+            rates = [o.hourly_usd / work(o, w) for o in offers if eligible(o, w)]  # per GPU, or per unit
             if d > 0 and rates:
                 hour += min(rates) * d
         total = max(total, hour)
@@ -173,13 +174,13 @@ def binding(
             if d <= 0 or w.max_spot_fraction >= 1:
                 continue
             spot = sum(
-                a.offer.gpus_per_instance * a.instances_by_slot[t]
+                work(a.offer, w) * a.instances_by_slot[t]
                 for a in plan.allocations
                 if a.workload == w.name and a.offer.market is Market.SPOT
             )
             room = math.floor(float(w.max_spot_fraction) * d + 1e-9) - spot
             smallest = min(
-                (o.gpus_per_instance for o in request.offers if o.market is Market.SPOT and eligible(o, w)),
+                (work(o, w) for o in request.offers if o.market is Market.SPOT and eligible(o, w)),
                 default=None,
             )
             if smallest is not None and room < smallest:

@@ -24,7 +24,9 @@ from gpuprov.optimizer.problem import (
     eligible,
     profiles,
     spread_cap,
+    spread_cap_work,
     whole_instances,
+    work,
 )
 
 Terms = list[tuple[Any, float]]
@@ -121,12 +123,12 @@ def build(
     for i, o in enumerate(m.flex):
         for w in W:
             if usable(o, w):
-                ub = big_m(request.demand[w.name], o.gpus_per_instance)
+                ub = big_m(request.demand[w.name], work(o, w))
                 for p, prof in enumerate(P):
                     if prof.demand[widx[w.name]] > 0:
                         m.x[i, w.name, p] = m.prob.add_variable(f"x_{i}_{w.name}_{p}", 0, ub, integer)
     for j, o in enumerate(m.resv):
-        ub = sum(big_m(request.demand[w.name], o.gpus_per_instance) for w in W if usable(o, w))
+        ub = sum(big_m(request.demand[w.name], work(o, w)) for w in W if usable(o, w))
         m.y[j] = m.prob.add_variable(f"y_{j}", 0, ub, integer)
         for w in W:
             if usable(o, w):
@@ -136,9 +138,7 @@ def build(
                         m.r[j, w.name, p] = m.prob.add_variable(
                             f"r_{j}_{w.name}_{p}",
                             0,
-                            big_m(request.demand[w.name], o.gpus_per_instance)
-                            if whole
-                            else max(request.demand[w.name]),
+                            big_m(request.demand[w.name], work(o, w)) if whole else max(request.demand[w.name]),
                             integer,
                         )
                         m.rc[j, w.name, p] = o.gpus_per_instance if whole else 1
@@ -153,17 +153,20 @@ def build(
     spot: dict[tuple[str, int], Terms] = defaultdict(list)
     at_place: dict[tuple[str, int, str], Terms] = defaultdict(list)
     count_at_place: dict[tuple[str, int, str], Terms] = defaultdict(list)
+    wl = {w.name: w for w in W}
     for (i, wn, p), var in m.x.items():
         o = m.flex[i]
-        cover[wn, p].append((var, o.gpus_per_instance))
-        at_place[wn, p, o.location].append((var, o.gpus_per_instance))
+        a = _coef(work(o, wl[wn]))  # a_{o,w}: the instance's GPUs, or its work (problem.py)
+        cover[wn, p].append((var, a))
+        at_place[wn, p, o.location].append((var, a))
         count_at_place[wn, p, o.location].append((var, 1))
         if o.market is Market.SPOT:
-            spot[wn, p].append((var, o.gpus_per_instance))
+            spot[wn, p].append((var, a))
     for (j, wn, p), var in m.r.items():
         o = m.resv[j]
-        cover[wn, p].append((var, m.rc[j, wn, p]))
-        at_place[wn, p, o.location].append((var, m.rc[j, wn, p]))
+        a = _coef(m.rc[j, wn, p] * work(o, wl[wn]) / o.gpus_per_instance)  # c_{o,w}·a_{o,w}/g_o
+        cover[wn, p].append((var, a))
+        at_place[wn, p, o.location].append((var, a))
         count_at_place[wn, p, o.location].append((var, 1))
     for w in W:
         for p, prof in enumerate(P):
@@ -178,8 +181,10 @@ def build(
                     spot[w.name, p], le, math.floor(w.max_spot_fraction * d), f"spot_{w.name}_{p}"
                 )
             if w.spread_zones >= 2:
-                node = (smallest or {}).get(w.name) or smallest_instance(offers, w)
-                cap = spread_cap(d, w, node)
+                if w.replicas:
+                    cap: int | float = _coef(spread_cap_work(d, w, least_work(offers, w)))
+                else:
+                    cap = spread_cap(d, w, (smallest or {}).get(w.name) or smallest_instance(offers, w))
                 _spread(m, w.name, p, d, cap, w.spread_zones, at_place, count_at_place, spread_counts)
 
     for w in W:
@@ -189,7 +194,6 @@ def build(
     _budget(m, request)
 
     objective: Terms = []
-    wl = {w.name: w for w in W}
     for (i, wn, p), var in m.x.items():
         objective.append((var, float(effective_price(m.flex[i], wl[wn], request)) * P[p].weight))
     objective += [(m.y[j], float(o.hourly_usd) * request.slots) for j, o in enumerate(m.resv)]
@@ -206,6 +210,16 @@ def build(
 def smallest_instance(offers: Sequence[Offer], w: Workload) -> int:
     """The smallest instance w may use: a spread cap's unit when w has no node size."""
     return min((o.gpus_per_instance for o in offers if eligible(o, w)), default=1)
+
+
+def least_work(offers: Sequence[Offer], w: Workload) -> Decimal:
+    """The least work one instance w may use does: a spread cap's unit for demand in work units."""
+    return min((work(o, w) for o in offers if eligible(o, w)), default=Decimal(1))
+
+
+def _coef(value: Decimal) -> int | float:
+    """A row coefficient: whole numbers stay integers (the gcd tightening of ``Model.add`` needs them)."""
+    return int(value) if value == value.to_integral_value() else float(value)
 
 
 def _commitments(m: Model, request: PlanRequest) -> Terms:
@@ -280,7 +294,7 @@ def _spread(
     wn: str,
     p: int,
     demand: int,
-    cap: int,
+    cap: int | float,
     k: int,
     at_place: dict[tuple[str, int, str], Terms],
     count_at_place: dict[tuple[str, int, str], Terms],
@@ -322,12 +336,13 @@ def _gang(m: Model, request: PlanRequest, wn: str) -> None:
         c[models[0]].lowBound = 1  # the one model there is
     m.gang[wn] = {(k, g): (b[k], c[g]) for k in places for g in models}
     demand = request.demand[wn]
+    w = next(w for w in request.workloads if w.name == wn)
     for kind, items, offers in (("x", m.x, m.flex), ("r", m.r, m.resv)):
         for (i, w2, p), var in items.items():
             if w2 != wn:
                 continue
             o = offers[i]
-            bound = big_m(demand, o.gpus_per_instance)
+            bound = big_m(demand, work(o, w))
             m.add([(var, 1), (b[o.location], -bound)], pulp.LpConstraintLE, 0, f"g{kind}_{i}_{wn}_{p}")
             if len(models) > 1:
                 m.add([(var, 1), (c[o.gpu], -bound)], pulp.LpConstraintLE, 0, f"g{kind}m_{i}_{wn}_{p}")

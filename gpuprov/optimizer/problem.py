@@ -11,6 +11,11 @@ Sets and data
                    alias such as ``a100`` admits both and lets the solver choose)
     c_{o,w}        GPUs per unit of reserved use: g_o when w takes whole instances (w has a
                    node size or is a gang), 1 when it takes whole GPUs
+    a_{o,w}        what one instance of o does for w (``work``): its g_o GPUs when w's demand is
+                   in GPUs; when it is in work units (tokens or samples a second), the work of
+                   the g_o // t replicas of the best tensor-parallel size t of o's GPU model the
+                   throughput table gives for w: max_t ⌊g_o / t⌋·ρ_{m(o),t} (0: o is not in E(w)).
+                   A work-unit workload takes reserved capacity in whole instances.
 
 Variables
     x[o,w,t] ∈ ℤ≥0     instances of o ∈ F serving w in slot t
@@ -23,8 +28,10 @@ Variables
 
 Constraints
     reserved use   Σ_w c_{o,w}·r[o,w,t] ≤ g_o·y[o]                         ∀ o∈R, t
-    cover          Σ_{o∈E(w)∩F} g_o·x[o,w,t] + Σ_{o∈E(w)∩R} c_{o,w}·r[o,w,t] ≥ D[w,t]   ∀ w, t
-    spot ceiling   Σ_{o∈E(w), spot} g_o·x[o,w,t] ≤ s_w·D[w,t]              ∀ w, t
+    cover          Σ_{o∈E(w)∩F} a_{o,w}·x[o,w,t] + Σ_{o∈E(w)∩R} c_{o,w}·a_{o,w}/g_o·r[o,w,t] ≥ D[w,t]   ∀ w, t
+    spot ceiling   Σ_{o∈E(w), spot} a_{o,w}·x[o,w,t] ≤ s_w·D[w,t]          ∀ w, t
+                   (with demand in GPUs a_{o,w} = g_o and c_{o,w}·a_{o,w}/g_o = c_{o,w}: the rows
+                   as they were; the spread, gang and big-M bounds below count a_{o,w} likewise)
     gang           Σ_k b[w,k] = 1;  x[o,w,t] ≤ M_{o,w}·b[w,(l(o),m(o))],  r[o,w,t] ≤ M_{o,w}·b[w,(l(o),m(o))]
                    with M_{o,w} = ⌈max_t D[w,t] / g_o⌉: all of w, every slot, in one location
                    and on one GPU model
@@ -243,12 +250,30 @@ def eligible(offer: Offer, workload: Workload) -> bool:
         return False
     if workload.interconnect is not None and offer.interconnect not in workload.interconnect:
         return False
+    if workload.gpu_models is not None and offer.gpu not in workload.gpu_models:
+        return False
+    if workload.replicas and work(offer, workload) <= 0:
+        return False
     return workload.node_gpus is None or offer.gpus_per_instance == workload.node_gpus
 
 
 def whole_instances(workload: Workload) -> bool:
-    """Whether w takes reserved capacity in whole instances (a node size or a gang) or in GPUs."""
-    return workload.node_gpus is not None or workload.gang
+    """Whether w takes reserved capacity in whole instances (a node size, a gang, or demand in
+    work units) or in GPUs."""
+    return workload.node_gpus is not None or workload.gang or bool(workload.replicas)
+
+
+def work(offer: Offer, workload: Workload) -> Decimal:
+    """a_{o,w}: what one instance of o does for w: its GPUs when w's demand is in GPUs, else the
+    work a second of the replicas it holds of the best (GPU model, tensor-parallel size)."""
+    g = offer.gpus_per_instance
+    if not workload.replicas:
+        return Decimal(g)
+    best = Decimal(0)
+    for r in workload.replicas:
+        if r.gpu == offer.gpu and r.tensor_parallel <= g:
+            best = max(best, (g // r.tensor_parallel) * r.work_per_s)
+    return best
 
 
 def gang_site(offer: Offer) -> tuple[str, str]:
@@ -256,7 +281,8 @@ def gang_site(offer: Offer) -> tuple[str, str]:
     return offer.location, offer.gpu
 
 
-def big_m(demand: Sequence[int], gpus_per_instance: int) -> int:
+def big_m(demand: Sequence[int], gpus_per_instance: int | Decimal) -> int:
+    """Instances that cover the peak: ⌈max_t D / a⌉ (a: GPUs, or the work, of one instance)."""
     return max(1, math.ceil(max(demand, default=0) / gpus_per_instance))
 
 
@@ -289,6 +315,12 @@ def spread_cap(demand: int, workload: Workload, smallest: int = 1) -> int:
     workload's node size, or (when it has none) the smallest instance it may use."""
     node = workload.node_gpus or smallest
     return math.ceil(math.ceil(demand / workload.spread_zones) / node) * node
+
+
+def spread_cap_work(demand: int, workload: Workload, least: Decimal) -> Decimal:
+    """C[w,t] for demand in work units: ⌈D/k⌉ rounded up to whole instances of the least work
+    one instance of w does (the GPU rule with work in place of GPUs)."""
+    return math.ceil(math.ceil(demand / workload.spread_zones) / least) * least
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,9 @@ def _upper(offers: Sequence[Offer], w: Workload, request: PlanRequest, demand: S
 
 
 def prune(offers: list[Offer], request: PlanRequest) -> tuple[list[Offer], list[str]]:
-    """Drop offers that provably cannot be in an optimal plan (exact; skipped under caps/budget)."""
-    if request.capped:
+    """Drop offers that provably cannot be in an optimal plan (exact; skipped under caps/budget,
+    and for demand in work units: the bounds below count GPUs)."""
+    if request.capped or any(w.replicas for w in request.workloads):
         return offers, []
     notes: list[str] = []
     keep: set[OfferKey] = set()
