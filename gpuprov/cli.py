@@ -70,6 +70,7 @@ def main() -> None:
 
 
 from gpuprov.commands import backtest as _backtest  # noqa: E402
+from gpuprov.commands import bill as _bill  # noqa: E402
 from gpuprov.commands import commitments as _commitments  # noqa: E402
 from gpuprov.commands import fleet as _fleet  # noqa: E402
 from gpuprov.commands import k8s as _k8s  # noqa: E402
@@ -80,7 +81,19 @@ from gpuprov.commands import pricing as _pricing  # noqa: E402
 from gpuprov.commands import rebalance as _rebalance  # noqa: E402
 from gpuprov.commands import terraform as _terraform  # noqa: E402
 
-for _module in (_prices, _pricing, _plan, _policy, _commitments, _terraform, _k8s, _fleet, _rebalance, _backtest):
+for _module in (
+    _prices,
+    _pricing,
+    _plan,
+    _policy,
+    _commitments,
+    _terraform,
+    _k8s,
+    _fleet,
+    _rebalance,
+    _backtest,
+    _bill,
+):
     _module.register(app)
 
 

@@ -21,8 +21,8 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "5"  # the one schema version of the store (tables.py reads it)
-UPGRADABLE = ("1", "2", "3", "4")  # versions whose upgrade is "create the tables added since"
+SCHEMA_VERSION = "6"  # the one schema version of the store (tables.py reads it)
+UPGRADABLE = ("1", "2", "3", "4", "5")  # versions whose upgrade is "create the tables added since"
 
 
 def masked(url: str) -> str:
