@@ -315,7 +315,10 @@ class RowParser:
                 itype = self.types.find(cloud, texts)
         cid = text.get("CommitmentDiscountId")
         crid = text.get("CapacityReservationId")
-        if itype is not None or (tagged and category not in ("Purchase", "Tax")):
+        idle = enums.get("CommitmentDiscountStatus") == "Unused" or category == "Purchase"
+        if cid is not None and idle:
+            kind = "commitment"  # a purchase or an unused part, whatever instance type it names
+        elif itype is not None or (tagged and category not in ("Purchase", "Tax")):
             kind = "instance" if itype is not None else "tagged"
         elif cid is not None:
             kind = "commitment"

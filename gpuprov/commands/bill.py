@@ -126,4 +126,58 @@ def register(app: typer.Typer) -> None:
             )
         common.console().print(table)
 
+    @sub.command("report")
+    def report(
+        owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
+        plan: str = typer.Option(None, "--plan", help="one plan of the fleet: the hours it was in force"),
+        start: str = typer.Option(None, "--from", help="UTC date or ISO time (default: where the bills start)"),
+        end: str = typer.Option(None, "--to", help="UTC date (its end) or ISO time (default: where the bills end)"),
+        by: str = typer.Option("day", "--by", help="day, plan, workload or market"),
+        output: str = typer.Option("table", "--output", "-o", help="table or json"),
+        chart: str = typer.Option(None, "--chart", help="FILE.png: planned, effective, billed by day (needs [chart])"),
+    ) -> None:
+        """Planned against billed: what the plans the fleet followed said each hour would cost,
+        against what the imported bills charged (billed, effective, list), the difference by
+        cause, commitment utilization, and instances on one side only."""
+        out_fmt = common.parse_output(output, ("table", "json"))
+        from gpuprov import config, names
+        from gpuprov.billing import render
+        from gpuprov.billing.report import BY, build
+        from gpuprov.store.billing import BillStore
+        from gpuprov.store.plans import PlanStore
+        from gpuprov.store.state import FleetStore, StateStore
+
+        if by not in BY:
+            raise UsageError(f"--by {by!r}: choose from {', '.join(BY)}")
+        if chart is not None and not chart.lower().endswith(".png"):
+            raise UsageError(f"--chart writes a PNG: give a file name ending in .png, got {names.show(chart)}")
+        who = names.owner(owner) if owner is not None else config.load().owner
+        when = common.parse_when(start, "--from") if start else None
+        until = common.parse_when(end, "--to", end=True) if end else None
+        result = build(
+            who,
+            plan,
+            when,
+            until,
+            by,
+            BillStore(),
+            FleetStore(),
+            PlanStore(),
+            StateStore(),
+            [c.id for c in common.held_commitments()],
+        )
+        if chart is not None:
+            from gpuprov.billing.chart import write_png
+
+            write_png(result, chart)
+        if out_fmt == "json":
+            json.dump(render.as_dict(result), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return
+        for note in result.notes:
+            common.warn(note)
+        console = common.console()
+        for table in render.tables(result):
+            console.print(table)
+
     app.add_typer(sub, name="bill")

@@ -292,6 +292,23 @@ class BillStore(Database):
         )
         return [_charge(cols, r) for r in rows]
 
+    def commitment_rows(self, start: datetime | None = None, end: datetime | None = None) -> list[Charge]:
+        """Every stored row of a commitment discount (any kind, any owner) overlapping [start, end)."""
+        self.ensure_schema()
+        where, params = ["commitment_id IS NOT NULL"], {}
+        if start is not None:
+            where.append("end_ms > :start")
+            params["start"] = ms(start)
+        if end is not None:
+            where.append("start_ms < :end")
+            params["end"] = ms(end)
+        cols = [f.name for f in fields(_charge_type())]
+        select = ", ".join(f"{c}_ms" if c in TIMES else c for c in cols)
+        rows = self._rows(
+            f"SELECT {select}, id FROM gpuprov_bill_charge WHERE {' AND '.join(where)} ORDER BY start_ms, id", params
+        )
+        return [_charge(cols, r) for r in rows]
+
 
 def _charge_type() -> Any:
     from gpuprov.billing.charges import Charge
