@@ -63,6 +63,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
 }
 _ENUM_LOOKUP = {col: {v.lower(): v for v in values} for col, values in ENUMS.items()}
 LIMIT = Decimal("1e15")  # no charge, price or quantity in a bill is this large
+MAX_DIGITS = 15  # Decimal.adjusted() of LIMIT
 FIRST, LAST = datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
 
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from gpuprov.errors import MissingExtraError, UsageError
 
-BATCH_ROWS = 50_000  # Parquet rows per record batch
+BATCH_ROWS = 4096  # Parquet rows per record batch
 MAX_FIELD = 1 << 20  # bytes in one CSV field
 PARQUET_MAGIC = b"PAR1"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -152,7 +152,9 @@ def _parquet_source(path: Path, where: str) -> Source:
             f"{where}: reading Parquet needs pyarrow", hint="pip install 'gpuprov[parquet]'"
         ) from None
     try:
-        pf = pq.ParquetFile(path)
+        # a buffered stream, no pre-buffering: column chunks are read a page at a time, so memory
+        # holds a batch, not a row group (exports write row groups of hundreds of MiB)
+        pf = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
     except Exception as exc:  # pyarrow's errors (ArrowInvalid, OSError): one line
         raise UsageError(f"{where}: not a readable Parquet file ({str(exc).splitlines()[0][:100]})") from None
     from gpuprov.billing.focus import columns
@@ -163,7 +165,7 @@ def _parquet_source(path: Path, where: str) -> Source:
     def rows() -> Iterator[Row]:
         n = 0
         try:
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=names):
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=names, use_threads=False):
                 cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
                 for values in zip(*cols, strict=True):
                     n += 1
