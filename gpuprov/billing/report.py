@@ -300,3 +300,32 @@ def _missing(
             continue
         out.append(Stray(e.instance_id, cloud, e.pool.instance_type, e.plan_id, launched_at=e.started_at))
     return out
+
+
+def held_usage(held_ids: Sequence[str], bills: Any, days: int = 30) -> dict[str, CommitmentUse]:
+    """Each held commitment's use by the bill over the last ``days`` days the imported bills
+    cover (Used and Unused rows of the CommitmentDiscountId it matches), by gpuprov id; the
+    commitments the bills do not show are absent."""
+    coverage = _coverage(bills.imports())
+    if not coverage or not held_ids:
+        return {}
+    last = max(b for v in coverage.values() for _a, b in v)
+    held = {_held_part(i): i for i in held_ids}
+    out: dict[str, CommitmentUse] = {}
+    for u in _utilization(bills.commitment_rows(last - timedelta(days=days), last), held):
+        gid = u.held_as
+        if gid is None:
+            continue
+        seen = out.get(gid)
+        if seen is not None:
+            u = CommitmentUse(
+                seen.id,
+                gid,
+                seen.type,
+                seen.used_usd + u.used_usd,
+                seen.unused_usd + u.unused_usd,
+                min(seen.first, u.first),
+                max(seen.last, u.last),
+            )
+        out[gid] = u
+    return out
