@@ -106,7 +106,7 @@ def tables(r: Report) -> list[Any]:
     a = r.totals
     t.add_row("total", money(a.planned), money(a.billed), money(a.effective), money(a.list_cost), money(a.difference))
     out.append(t)
-    c = Table(title="the difference by cause (effective - planned), USD", title_justify="left")
+    c = Table(title="effective - planned, by cause (USD)", title_justify="left")
     c.add_column("cause")
     c.add_column("USD", justify="right")
     for cause in CAUSES:

@@ -5,8 +5,9 @@ Money is a decimal string (exact), times are epoch milliseconds in UTC (integers
 index the same in SQLite and PostgreSQL). An import replaces the charges an earlier import stored
 for the same provider, billing account and billing period: providers restate a period's export as
 it fills in, and the parts of one delivery are imported together (``bill import A B C``).
-These tables arrived with store schema version 6 (``database.UPGRADABLE`` creates them in a
-version-5 database).
+These tables (``billing_tables``) arrived with store schema version 6 (``database.UPGRADABLE``
+creates them in a version-5 database). Reads go through the standard library's sqlite3 (no
+SQLModel on the way: ``plan`` reads the bills of held commitments).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sqlmodel import Field, SQLModel
-
 from gpuprov.errors import StoreError
 from gpuprov.store.database import Database
 
@@ -28,71 +27,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from gpuprov.billing.charges import Charge
-
-
-class BillImportRow(SQLModel, table=True):
-    __tablename__ = "gpuprov_bill_import"
-    id: int | None = Field(default=None, primary_key=True)
-    source: str
-    sha256: str
-    focus_version: str
-    format: str
-    imported_at: datetime
-    rows_read: int = 0
-    rows_stored: int = 0
-    billed_usd: str = "0"  # over every row of the file, kept or not
-    effective_usd: str = "0"
-    list_usd: str = "0"
-    coverage: str = "[]"  # JSON: [[provider, cloud, first start ms, last end ms], ...]
-    notes: str = "[]"  # JSON list of conformance notes
-    replaced: int = 0  # charges of earlier imports this one replaced
-
-
-class BillChargeRow(SQLModel, table=True):
-    __tablename__ = "gpuprov_bill_charge"
-    id: int | None = Field(default=None, primary_key=True)
-    import_id: int = Field(index=True)
-    source_row: int
-    kind: str  # instance | tagged | commitment | capacity
-    provider: str | None = None
-    cloud: str | None = None
-    billing_account_id: str | None = None
-    sub_account_id: str | None = None
-    billing_period_start_ms: int | None = None
-    charge_category: str
-    charge_class: str | None = None
-    charge_frequency: str | None = None
-    pricing_category: str | None = None
-    start_ms: int = Field(index=True)
-    end_ms: int
-    resource_id: str | None = None
-    resource_type: str | None = None
-    service_category: str | None = None
-    sku_id: str | None = None
-    region: str | None = None
-    zone: str | None = None
-    instance_type: str | None = None
-    billed: str
-    effective: str
-    list_cost: str | None = None
-    contracted: str | None = None
-    pricing_quantity: str | None = None
-    pricing_unit: str | None = None
-    consumed_quantity: str | None = None
-    consumed_unit: str | None = None
-    commitment_id: str | None = Field(default=None, index=True)
-    commitment_status: str | None = None
-    commitment_type: str | None = None
-    commitment_category: str | None = None
-    commitment_quantity: str | None = None
-    commitment_unit: str | None = None
-    capacity_reservation_id: str | None = None
-    capacity_reservation_status: str | None = None
-    owner: str | None = Field(default=None, index=True)
-    plan_id: str | None = None
-    workload: str | None = None
-    market: str | None = None
-    tag_problem: str | None = None
 
 
 TIMES = ("start", "end", "billing_period_start")
@@ -160,6 +94,8 @@ class Writer:
             return
         from sqlalchemy import insert
 
+        from gpuprov.store.billing_tables import BillChargeRow
+
         table = BillChargeRow.__table__  # type: ignore[attr-defined]
         self.con.execute(insert(table), [_row(c, self.import_id) for c in charges])
         self.stored += len(charges)
@@ -174,6 +110,8 @@ class Session:
 
     def start(self, source: str, focus_version: str, fmt: str) -> Writer:
         from sqlalchemy import insert
+
+        from gpuprov.store.billing_tables import BillImportRow
 
         imp = BillImportRow.__table__  # type: ignore[attr-defined]
         result = self.con.execute(
@@ -192,6 +130,8 @@ class Session:
         """Replace what earlier imports stored for these (provider, account, billing period)
         keys and record each file's totals; how many earlier charges were replaced."""
         from sqlalchemy import and_, delete, update
+
+        from gpuprov.store.billing_tables import BillChargeRow, BillImportRow
 
         t = BillChargeRow.__table__  # type: ignore[attr-defined]
         mine = [w.import_id for w in self.writers]

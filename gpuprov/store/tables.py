@@ -196,4 +196,4 @@ class PriceChangeRow(SQLModel, table=True):
 
 
 # schema 6: the bill tables (gpuprov_bill_import, gpuprov_bill_charge) live beside their repository
-from gpuprov.store.billing import BillChargeRow, BillImportRow  # noqa: E402, F401
+from gpuprov.store.billing_tables import BillChargeRow, BillImportRow  # noqa: E402, F401

@@ -158,3 +158,8 @@ def test_commitments_list_shows_the_bills_utilization(tmp_path: Path) -> None:
     assert by["ri-1"]["commitment_discount_id"] == ARN
     code, out, _ = run("commitments", "list")
     assert code == 0 and "billed use" in out and "75%" in out
+    # the planner counts on both held p4d reservations; the bill says ri-1 was used 75%
+    code, out, err = run("plan", "--gpus", "16", "--type", "a100-40gb", "--clouds", "aws", "--region", "us-east-1")
+    assert code == 0, err
+    assert "warning: held commitment ri-1: the bill shows it 75% used from 2026-06-01 to 2026-06-01" in err
+    assert "held commitment ri-2:" not in err  # no bill shows it: nothing said
