@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import BigInteger
 from sqlmodel import Field, SQLModel
 
 
@@ -35,13 +36,13 @@ class BillChargeRow(SQLModel, table=True):
     cloud: str | None = None
     billing_account_id: str | None = None
     sub_account_id: str | None = None
-    billing_period_start_ms: int | None = None
+    billing_period_start_ms: int | None = Field(default=None, sa_type=BigInteger)  # epoch milliseconds
     charge_category: str
     charge_class: str | None = None
     charge_frequency: str | None = None
     pricing_category: str | None = None
-    start_ms: int = Field(index=True)
-    end_ms: int
+    start_ms: int = Field(index=True, sa_type=BigInteger)
+    end_ms: int = Field(sa_type=BigInteger)
     resource_id: str | None = None
     resource_type: str | None = None
     service_category: str | None = None

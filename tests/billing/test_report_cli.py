@@ -163,3 +163,16 @@ def test_commitments_list_shows_the_bills_utilization(tmp_path: Path) -> None:
     assert code == 0, err
     assert "warning: held commitment ri-1: the bill shows it 75% used from 2026-06-01 to 2026-06-01" in err
     assert "held commitment ri-2:" not in err  # no bill shows it: nothing said
+
+
+def test_the_report_on_sqlite_and_postgresql(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUPROV_DATABASE_URL", db_url)
+    doc = handmade([alloc("aws", "on_demand", [1] * 24, itype="p4d.24xlarge", gpus=8, unit=str(OD))])
+    PlanStore(db_url).save(doc)
+    rows = [row(h) for h in range(24)] + [row(3, ResourceId="i-0zzz")]
+    assert run("bill", "import", write(tmp_path / "bill.csv", rows))[0] == 0
+    code, out, err = run("bill", "report", "--owner", "team-a", "--plan", doc.plan_id, "-o", "json")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["totals"]["causes"] == {"off_plan_instances": f"{OD:.2f}"}
+    assert body["totals"]["planned_usd"] == f"{OD * 24:.2f}" and len(body["groups"]) == 1
