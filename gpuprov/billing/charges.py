@@ -35,6 +35,7 @@ from gpuprov.billing.focus import BadValue
 from gpuprov.errors import UsageError
 
 MAX_TEXT = 2048  # characters in one stored identifier
+SEEN = 50_000  # values remembered by their text before the memo starts afresh (bounded memory)
 OWNER_TAG, PLAN_TAG, WORKLOAD_TAG, MARKET_TAG = "gpuprov-owner", "gpuprov-plan", "gpuprov-workload", "gpuprov-market"
 MARKETS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 _WORKLOAD = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
@@ -86,6 +87,9 @@ def cloud_of(provider: str | None) -> str | None:
     if "microsoft" in p or "azure" in p:
         return "azure"
     return None
+
+
+_CLOUDS: dict[str | None, str | None] = {}  # ProviderName -> cloud, as read
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +218,10 @@ class RowParser:
         clean = [str(h).strip().lstrip("\ufeff") for h in header]
         self.text_ix = [ix[c] for c in TYPE_COLUMNS if c in ix] + [clean.index(c) for c in X_TYPE_COLUMNS if c in clean]
         self.notes: Counter[str] = Counter()  # conformance: "null in ContractedCost" -> rows
+        # values already read, by their text: bills repeat them (an hour's start, a price, a tag set)
+        self.seen_dec: dict[str, Decimal] = {}
+        self.seen_time: dict[str, datetime] = {}
+        self.seen_json: dict[str, dict[str, Any]] = {}
 
     def fail(self, row: int, line: int | None, column: str, why: str) -> UsageError:
         at = f"row {row}" + (f" (line {line})" if line is not None else "")
@@ -229,6 +237,9 @@ class RowParser:
         """Check every FOCUS value of the row; what it adds to the totals, and what is kept of it.
         (The loops test the common case inline: this runs once per row of files of millions.)"""
         nulls = focus.NULLS
+        if len(self.seen_dec) + len(self.seen_time) + len(self.seen_json) > SEEN:
+            self.seen_dec, self.seen_time, self.seen_json = {}, {}, {}
+        seen_dec, seen_time, seen_json = self.seen_dec, self.seen_time, self.seen_json
         dec: dict[str, Decimal | None] = {}
         for name, i, may_be_null, spec_nullable, non_negative in self.decimals:
             v = values[i]
@@ -236,13 +247,17 @@ class RowParser:
                 self._null(row, line, name, may_be_null, spec_nullable)
                 dec[name] = None
                 continue
-            try:
-                d = Decimal(v) if v.__class__ is str else focus.decimal(v)
-                if not d.is_finite() or d.adjusted() >= focus.MAX_DIGITS:
-                    d = focus.decimal(v)  # raises, saying why
-            except (BadValue, InvalidOperation) as exc:
-                why = str(exc) if isinstance(exc, BadValue) else f"not a decimal: {names.show(str(v))}"
-                raise self.fail(row, line, name, why) from None
+            d = seen_dec.get(v) if v.__class__ is str else None
+            if d is None:
+                try:
+                    d = Decimal(v) if v.__class__ is str else focus.decimal(v)
+                    if not d.is_finite() or d.adjusted() >= focus.MAX_DIGITS:
+                        d = focus.decimal(v)  # raises, saying why
+                except (BadValue, InvalidOperation) as exc:
+                    why = str(exc) if isinstance(exc, BadValue) else f"not a decimal: {names.show(str(v))}"
+                    raise self.fail(row, line, name, why) from None
+                if v.__class__ is str:
+                    seen_dec[v] = d
             dec[name] = d
             if non_negative and d < 0:
                 self.notes[f"a negative {name}"] += 1
@@ -253,10 +268,15 @@ class RowParser:
                 self._null(row, line, name, name not in focus.CORE, nullable)
                 times[name] = None
                 continue
-            try:
-                times[name] = focus.when(v)
-            except BadValue as exc:
-                raise self.fail(row, line, name, str(exc)) from None
+            t = seen_time.get(v) if v.__class__ is str else None
+            if t is None:
+                try:
+                    t = focus.when(v)
+                except BadValue as exc:
+                    raise self.fail(row, line, name, str(exc)) from None
+                if v.__class__ is str:
+                    seen_time[v] = t
+            times[name] = t
         enums: dict[str, str | None] = {}
         for name, i, nullable, lookup in self.enums:
             v = values[i]
@@ -277,10 +297,15 @@ class RowParser:
             if v is None or (v.__class__ is str and (v in nulls or v.isspace())):
                 objects[name] = None
                 continue
-            try:
-                objects[name] = focus.key_values(v)
-            except BadValue as exc:
-                raise self.fail(row, line, name, str(exc)) from None
+            o = seen_json.get(v) if v.__class__ is str else None
+            if o is None:
+                try:
+                    o = focus.key_values(v)
+                except BadValue as exc:
+                    raise self.fail(row, line, name, str(exc)) from None
+                if v.__class__ is str:
+                    seen_json[v] = o
+            objects[name] = o
         start, end = times["ChargePeriodStart"], times["ChargePeriodEnd"]
         assert start is not None and end is not None  # CORE: checked above
         if end < start:
@@ -313,7 +338,7 @@ class RowParser:
             effective=effective,
             list_cost=dec.get("ListCost"),
         )
-        cloud = cloud_of(provider)
+        cloud = _CLOUDS.get(provider) if provider in _CLOUDS else _CLOUDS.setdefault(provider, cloud_of(provider))
         tags = objects.get("Tags") or {}
         if tags and any("gpuprov" in k for k in tags if isinstance(k, str)):
             owner, plan_id, workload, market, problem = _gpuprov_tags(tags)

@@ -117,6 +117,7 @@ def _import_one(
             )
         writer = tx.start(name, layout.version, src.kind)
         buf: list[charges.Charge] = []
+        clouds: dict[str | None, str | None] = {}
         for n, line, values in src.rows:
             facts, charge = parser.parse(n, line, values)
             summary.rows += 1
@@ -124,7 +125,8 @@ def _import_one(
             summary.effective_usd += facts.effective
             if facts.list_cost is not None:
                 summary.list_usd += facts.list_cost
-            key = (facts.provider, charges.cloud_of(facts.provider))
+            cloud = clouds[facts.provider] if facts.provider in clouds else charges.cloud_of(facts.provider)
+            key = (facts.provider, clouds.setdefault(facts.provider, cloud))
             span = summary.coverage.get(key)
             if span is None:
                 summary.coverage[key] = [facts.start, facts.end]
