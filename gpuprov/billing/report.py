@@ -195,9 +195,9 @@ def build(
     def covered(cloud: str, hour: datetime) -> bool:
         return any(a <= hour and hour + timedelta(hours=1) <= b for a, b in coverage.get(cloud, ()))
 
-    fleet = [c for c in bills.charges(start, end, kinds=("instance", "tagged"), owner=owner)]
-    if plan_id is not None:
-        fleet = [c for c in fleet if c.plan_id in (plan_id, None)]
+    # every charge of the fleet in the hours reported: an instance a new plan kept still carries
+    # the tag of the plan that launched it, so the hours a plan was in force decide, not the tag
+    fleet = list(bills.charges(start, end, kinds=("instance", "tagged"), owner=owner))
     committed = bills.commitment_rows(start, end)
     held = {_held_part(i): i for i in held_ids}
     for doc in docs.values():
