@@ -101,6 +101,7 @@ def main() -> None:
 
 
 from gpuprov.commands import backtest as _backtest  # noqa: E402
+from gpuprov.commands import bill as _bill  # noqa: E402
 from gpuprov.commands import commitments as _commitments  # noqa: E402
 from gpuprov.commands import fleet as _fleet  # noqa: E402
 from gpuprov.commands import k8s as _k8s  # noqa: E402
@@ -124,6 +125,7 @@ for _module in (
     _fleet,
     _rebalance,
     _backtest,
+    _bill,
 ):
     _module.register(app)
 

@@ -42,6 +42,8 @@ def test_the_wheel_has_our_packages_and_data_only(tmp_path: Path) -> None:
         "provisioner/drivers/aws.py",
         "gpuprov/commands/plan.py",
         "commitments/records.py",
+        "gpuprov/billing/spec/focus_columns_v1.2.csv",
+        "gpuprov/billing/spec/PROVENANCE.md",
         "k8s/schemas/kueue/kueue.x-k8s.io_clusterqueues.yaml",
         "k8s/schemas/kubernetes/apis__batch__v1_openapi.json",
         "k8s/schemas/kubernetes/apis__rbac.authorization.k8s.io__v1_openapi.json",

@@ -57,6 +57,7 @@ FILES = {  # what the README's commands read, from the repository
     "changes.csv": ROOT / "tests" / "fixtures" / "history" / "anycloud-gcp-azure-gpu-price-history.csv",
     "p5.csv": ROOT / "tests" / "fixtures" / "history" / "aws-p5-48xlarge-us-east-1-daily-price.csv",
     "vms.csv": ROOT / "data" / "sources" / "aws" / "skypilot-v8-vms-gpu-subset.csv",
+    "focus.csv": ROOT / "tests" / "fixtures" / "billing" / "focus_1.0_sample_1000rows.csv",
 }
 CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection is refused at once
 

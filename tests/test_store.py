@@ -207,4 +207,9 @@ def test_a_version_5_catalog_gains_the_offer_columns_and_keeps_its_rows(_isolate
     with sqlite3.connect(path) as con:
         cols = {r[1] for r in con.execute("PRAGMA table_info(gpuprov_offer)")}
         assert {"gpu_fraction", "as_of"} <= cols
-        assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == ("6",)
+        assert con.execute("SELECT value FROM gpuprov_meta WHERE key='schema_version'").fetchone() == (
+            database_mod.SCHEMA_VERSION,
+        )
+        assert {"gpuprov_bill_import", "gpuprov_bill_charge"} <= {  # schema 7's tables came with it
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }

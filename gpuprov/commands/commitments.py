@@ -16,6 +16,7 @@ from gpuprov.errors import UsageError
 
 if TYPE_CHECKING:
     from commitments.records import Known
+    from gpuprov.billing.report import CommitmentUse
 
 
 def _known() -> Known:
@@ -25,9 +26,32 @@ def _known() -> Known:
     return known_in(sorted(catalog.places()))
 
 
-def _show(records: list[Any], fmt: str) -> None:
+def _billed(records: list[Any]) -> dict[str, CommitmentUse]:
+    """Each record's use by the imported bills (gpuprov bill import), where they show it."""
+    from gpuprov.billing.report import held_usage
+    from gpuprov.store.billing import BillStore
+
+    return held_usage([c.id for c in records], BillStore())
+
+
+def _billed_row(u: CommitmentUse | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    return {
+        "commitment_discount_id": u.id,
+        "from": u.first.isoformat(),
+        "to": u.last.isoformat(),
+        "used_usd": format(u.used_usd, "f"),
+        "unused_usd": format(u.unused_usd, "f"),
+        "utilization": None if u.utilization is None else format(u.utilization.quantize(Decimal("0.0001")), "f"),
+    }
+
+
+def _show(records: list[Any], fmt: str, billed: dict[str, CommitmentUse] | None = None) -> None:
+    billed = billed or {}
     if fmt == "json":
-        json.dump([c.row() for c in records], sys.stdout, indent=2)
+        rows = [c.row() | ({"billed": _billed_row(billed.get(c.id))} if billed else {}) for c in records]
+        json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     from rich.table import Table
@@ -37,8 +61,12 @@ def _show(records: list[Any], fmt: str) -> None:
     table = Table(title=f"{len(records)} commitments held", title_justify="left")
     for col in ("id", "cloud", "kind", "scope", "size", "$/h", "term", "starts", "ends", "source"):
         table.add_column(col)
+    if billed:
+        table.add_column("billed use (30 d)")
     for c in records:
         size = f"{c.count} inst." if c.count is not None else f"{money(c.usd_per_hour or Decimal(0))}/h"
+        u = billed.get(c.id)
+        use = [] if not billed else ["-" if u is None or u.utilization is None else f"{u.utilization:.0%}"]
         table.add_row(
             c.id,
             c.cloud,
@@ -50,6 +78,7 @@ def _show(records: list[Any], fmt: str) -> None:
             f"{c.starts:%Y-%m-%d}",
             f"{c.ends:%Y-%m-%d}",
             c.source,
+            *use,
         )
     common.console().print(table)
 
@@ -73,11 +102,13 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("list")
     def list_(output: str = typer.Option("table", "--output", "-o", help="table or json")) -> None:
-        """The commitments held."""
+        """The commitments held; where imported bills show one, its use by the bill over their
+        last 30 days (Used and Unused rows, by EffectiveCost: ``billed`` in JSON)."""
         fmt = common.parse_output(output, ("table", "json"))
         from gpuprov.store.commitments import CommitmentStore
 
-        _show(CommitmentStore().list(), fmt)
+        records = CommitmentStore().list()
+        _show(records, fmt, _billed(records))
 
     @sub.command("remove")
     def remove(commitment_id: str = typer.Argument(..., help="the id gpuprov commitments list shows")) -> None:

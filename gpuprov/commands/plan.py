@@ -235,6 +235,12 @@ def register(app: typer.Typer) -> None:
             common.warn(stopped)
         for line in doc.warnings:
             common.warn(line)
+        if held and (doc.commitments.held or doc.commitments.recommended):
+            from gpuprov.billing.advice import warnings as billed
+            from gpuprov.store.billing import BillStore
+
+            for line in billed(doc, held, BillStore()):  # the imported bills' word on those assumptions
+                common.warn(line)
         if save:
             from gpuprov.store.plans import PlanStore
 

@@ -21,8 +21,8 @@ from gpuprov.store.db import database_url, sqlite_path
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-SCHEMA_VERSION = "6"  # the one schema version of the store (tables.py reads it)
-UPGRADABLE = ("1", "2", "3", "4", "5")  # versions whose upgrade is "create the tables added since"
+SCHEMA_VERSION = "7"  # the one schema version of the store (tables.py reads it); 7: the bill tables
+UPGRADABLE = ("1", "2", "3", "4", "5", "6")  # versions whose upgrade is "create the tables added since"
 # columns added to existing tables since (schema 6): added by the upgrade with ALTER TABLE
 ADDED_COLUMNS = (("gpuprov_offer", "gpu_fraction", "VARCHAR"), ("gpuprov_offer", "as_of", "VARCHAR"))
 

@@ -195,3 +195,7 @@ class PriceChangeRow(SQLModel, table=True):
     event: str  # new | price | removed
     source: str  # format:file name
     imported_at: datetime
+
+
+# schema 7: the bill tables (gpuprov_bill_import, gpuprov_bill_charge) live beside their repository
+from gpuprov.store.billing_tables import BillChargeRow, BillImportRow  # noqa: E402, F401
