@@ -35,7 +35,7 @@ def aws_gang_plan() -> Any:
     return doc
 
 
-def ri(cid: str, count: int, region: str = "us-east-1", starts: datetime = NOW - timedelta(days=1)) -> Commitment:
+def ri(cid: str, count: int, region: str, starts: datetime = NOW - timedelta(days=1)) -> Commitment:
     return Commitment(
         id=cid,
         cloud="aws",
@@ -54,10 +54,11 @@ def test_to_buy_counts_what_no_held_commitment_covers(fake_clouds: dict[Any, Any
     doc = aws_gang_plan()
     [r] = doc.reservations
     assert [b.missing for b in to_buy(doc, [], NOW)] == [r.instances]
-    assert [b.missing for b in to_buy(doc, [ri("a", 1)], NOW)] == [r.instances - 1]
-    assert to_buy(doc, [ri("a", 1), ri("b", r.instances)], NOW) == []
-    assert [b.missing for b in to_buy(doc, [ri("w", 5, region="us-west-2")], NOW)] == [r.instances]  # elsewhere
-    expired = ri("old", 5, starts=NOW - timedelta(days=400))
+    assert [b.missing for b in to_buy(doc, [ri("a", 1, r.region)], NOW)] == [r.instances - 1]
+    assert to_buy(doc, [ri("a", 1, r.region), ri("b", r.instances, r.region)], NOW) == []
+    elsewhere = "us-west-2" if r.region != "us-west-2" else "us-east-1"
+    assert [b.missing for b in to_buy(doc, [ri("w", 5, elsewhere)], NOW)] == [r.instances]
+    expired = ri("old", 5, r.region, starts=NOW - timedelta(days=400))
     assert [b.missing for b in to_buy(doc, [expired], NOW)] == [r.instances]
     b = to_buy(doc, [], NOW)[0]
     assert b.liability_usd == (r.unit_hourly_usd * r.instances * r.term_hours).quantize(Decimal("0.01"))
@@ -123,7 +124,7 @@ def test_each_cloud_is_told_the_purchase_it_needs(fake_clouds: dict[Any, Any]) -
     doc = aws_gang_plan()
     [r] = doc.reservations
     aws = purchase(r, 3)
-    assert f"--instance-type {r.instance_type}" in aws and "--instance-count 3" in aws and "--region us-east-1" in aws
+    assert f"--instance-type {r.instance_type}" in aws and "--instance-count 3" in aws and f"--region {r.region}" in aws
     assert "--min-duration 31536000" in aws and '"No Upfront"' in aws
     from dataclasses import replace
 

@@ -22,7 +22,7 @@ from terraform.render import render_plan
 from terraform.schema_check import check_dir, check_files
 from terraform.tfsyntax import interpolations
 from terraform.write import dumps, write_files
-from tests.plans import planned
+from tests.plans import golden_plan as planned  # the stored plan the goldens are rendered from
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "three_clouds_bootstrap"
 HOSTILE = "#!/bin/bash\nset -eu\necho \"${path}\" %{if true}x%{endif} $${already} 'q'\n"

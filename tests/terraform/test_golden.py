@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from terraform.render import render_plan
 from terraform.schema_check import check_dir
 from terraform.write import dumps, write_files
 from tests.plans import CASES as PLANNED
-from tests.plans import planned
+from tests.plans import golden_plan, planned
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
@@ -28,8 +29,8 @@ PROVIDERS = {"aws": "hashicorp/aws", "gcp": "hashicorp/google", "azure": "hashic
 
 
 def load(case: str) -> PlanDocument:
-    """What the planner writes for this case on the bundled snapshot (tests/plans.py)."""
-    return planned(case)
+    """The stored plan the planner wrote for this case on the bundled snapshot (tests/plans.py)."""
+    return golden_plan(case)
 
 
 def test_cases_present() -> None:
@@ -58,6 +59,19 @@ def test_golden(case: str) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_golden_passes_schema_check(case: str) -> None:
     assert check_dir(GOLDEN / case) == []
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_what_the_planner_writes_now_renders_and_passes_the_schema_check(case: str, tmp_path: Path) -> None:
+    now, stored = planned(case), golden_plan(case)
+    write_files(render_plan(now), tmp_path)
+    assert check_dir(tmp_path) == []
+    # the stored plan is one of the planner's answers: the same request, cost within its gap
+    assert now.request == stored.request and now.plan_id == stored.plan_id
+    assert (
+        abs(now.costs.objective_usd - stored.costs.objective_usd)
+        <= 2 * max(now.costs.gap, stored.costs.gap, Decimal("0.001")) * stored.costs.objective_usd
+    )
 
 
 @pytest.mark.parametrize("case", CASES)
