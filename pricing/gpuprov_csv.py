@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
-from decimal import Decimal, InvalidOperation
 from typing import IO, Any
 
 from gpuprov.errors import ConfigError, UnknownGpuError
@@ -100,11 +99,13 @@ def _offer(row: list[str], line: int, origin: str, ident: Any, max_field: int, p
     for key in ("region", "instance_type", "gpu") + (("zone",) if rec["zone"] else ()):
         if not ident.fullmatch(rec[key]):
             raise bad("identifier outside [A-Za-z0-9._:/-]")
+    from gpuprov import numbers
+
     try:
-        price = Decimal(rec["hourly_usd"])
-        memory = Decimal(rec["memory_gib"])
+        price = numbers.parse(rec["hourly_usd"], "price row")
+        memory = numbers.parse(rec["memory_gib"], "price row")
         count, gmem, vcpus = (int(rec["gpus_per_instance"]), int(rec["gpu_memory_gib"]), int(rec["vcpus"]))
-    except (InvalidOperation, ValueError):
+    except ValueError:  # numbers.NumberError is one
         raise bad("non-numeric number field") from None
     problem = price_problem(price, rec["currency"] or "USD")
     if problem is not None:
