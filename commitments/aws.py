@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from commitments.records import Commitment, Kind, Known, from_cloud
-from gpuprov.errors import CredentialsError, ProvisioningError, TransientError
+from gpuprov.errors import CredentialsError, ProvisioningError, TransientError, UnreachableError
 from gpuprov.models import Offer
 from sdk import aws as sdk_aws
 
@@ -59,7 +59,7 @@ class _Calls:
     def client(self, service: str, region: str) -> Any:
         key = (service, region)
         if key not in self.clients:
-            self.clients[key] = self.session.client(service, region_name=region, config=self.config)
+            self.clients[key] = sdk_aws.client(self.session, service, region, self.config)
         return self.clients[key]
 
     def __call__(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -78,18 +78,17 @@ class _Calls:
             if found is sdk_aws.ErrorKind.TRANSIENT:
                 raise TransientError(f"AWS {what} kept failing after retries: {code}") from None
             raise ProvisioningError(f"AWS {what} failed: {code}") from None
-        except exc.BotoCoreError as err:
-            raise TransientError(f"AWS {what}: {type(err).__name__}") from None
+        except Exception as err:  # the network, or an answer botocore cannot read: one line
+            raise sdk_aws.translated(err, what, getattr(fn, "__self__", None)) from None
 
 
 def _money(value: Any) -> Decimal | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+    from gpuprov import numbers
+
+    try:  # an amount AWS answered, through the one bounded parser
+        return numbers.parse(value, "price row")
+    except numbers.NumberError:
         return None
-    try:
-        d = Decimal(str(value))
-    except InvalidOperation:
-        return None
-    return d if d.is_finite() else None
 
 
 def _time(value: Any) -> Any:
@@ -163,8 +162,8 @@ def discover(
     for region in asked:
         try:
             _region(call, region, prices, when, known, out, notes)
-        except CredentialsError:
-            raise
+        except (CredentialsError, UnreachableError):
+            raise  # every region would say the same: the cloud was not asked
         except ProvisioningError as exc:
             notes.append(f"aws {region}: {exc.message}")
     _savings_plans(call, known, out, notes)

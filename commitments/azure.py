@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from commitments.records import Commitment, Kind, Known, from_cloud
-from gpuprov.errors import CredentialsError, ProvisioningError, TransientError
+from gpuprov.errors import CredentialsError, ProvisioningError, TransientError, UnreachableError
 from gpuprov.models import Offer
 from sdk import azure as sdk_azure
 
@@ -35,11 +35,11 @@ API_VERSION = "2022-11-01"
 SCOPE = f"{ARM}/.default"
 TERMS = {"P1Y": ("1y", "reserved_1y"), "P3Y": ("3y", "reserved_3y")}
 MAX_PAGES = 1000
-TIMEOUT_S = 60
 
 
 def _credential() -> Any:
-    return sdk_azure.load("Azure discovery").credential()
+    sdk_azure.load("Azure discovery")
+    return sdk_azure.credential()
 
 
 def reserved_prices(offers: Iterable[Offer]) -> dict[tuple[str, str, str], Decimal]:
@@ -59,11 +59,15 @@ def _pages(credential: Any, session: Any) -> list[dict[str, Any]]:
     try:
         token = credential.get_token(SCOPE).token
     except ClientAuthenticationError as exc:
+        if sdk_azure.unreachable(exc) is not None:  # the token request itself found no network
+            raise sdk_azure.translated(exc, "Azure Reservation - List All") from None
         raise CredentialsError(
             f"Azure credentials: {type(exc).__name__}",
             hint="az login, or set AZURE_CLIENT_ID / AZURE_TENANT_ID and a secret or certificate",
         ) from None
-    http = session or requests.Session()
+    from sdk import http as sdk_http
+
+    http = session or sdk_http.session(statuses=False)
     url: str | None = URL
     params: dict[str, str] | None = {"api-version": API_VERSION}
     seen: set[str] = set()
@@ -73,8 +77,13 @@ def _pages(credential: Any, session: Any) -> list[dict[str, Any]]:
             raise ProvisioningError("Azure Reservation - List All: nextLink loops or never ends")
         seen.add(url)
         try:
-            answer = http.get(url, params=params, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT_S)
+            answer = http.get(
+                url, params=params, headers={"Authorization": f"Bearer {token}"}, timeout=sdk_http.timeout()
+            )
         except requests.RequestException as exc:
+            reason = sdk_http.unreachable(exc, "azure")
+            if reason is not None:
+                raise UnreachableError(f"Azure Reservation - List All: {reason}") from None
             raise TransientError(
                 f"Azure Reservation - List All: could not reach Azure ({type(exc).__name__})"
             ) from None

@@ -6,16 +6,21 @@ or fails gives one note line, and the others are still asked; a record a cloud r
 malformed is skipped with a note naming it. Notes are single lines of printable text (cloud
 values are read back into them, so control characters are replaced).
 
-What is configured: AWS is always tried (boto3's credential chain decides; ``aws.regions`` in
-the config lists the regions, else every region DescribeRegions gives); GCP needs
-``gcp.project`` (or GOOGLE_CLOUD_PROJECT); Azure needs ``azure.subscription_id`` (the signal
-that Azure is in use; the reservation list itself is tenant-wide).
+What is configured: AWS when the config has an ``aws`` section or the SDK has credentials to
+find (its environment variables or files: ``sdk.aws.configured``; ``aws.regions`` in the config
+lists the regions, else every region DescribeRegions gives); GCP needs ``gcp.project`` (or
+GOOGLE_CLOUD_PROJECT); Azure needs ``azure.subscription_id`` (the signal that Azure is in use;
+the reservation list itself is tenant-wide). A cloud that is not configured is a note; one that
+is and fails (credentials, the network, an answer not understood) is in ``failed`` (the command
+then exits 4, after storing what the others answered). The clouds are asked at once, each on
+its own, within the network policy's limits (``sdk/net.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
+from functools import partial
 
 from commitments.records import Commitment, Known
 from gpuprov.config import Config
@@ -32,6 +37,18 @@ def one_line(text: str) -> str:
     return clean if len(clean) <= NOTE_CHARS else clean[: NOTE_CHARS - 1] + "…"
 
 
+def not_configured(cloud: str, cfg: Config) -> str | None:
+    from sdk import aws as sdk_aws
+
+    if cloud == "aws" and not sdk_aws.configured(cfg.aws):
+        return "aws: not asked: no aws section in the config and no AWS credentials in the environment or ~/.aws"
+    if cloud == "gcp" and not cfg.gcp.get("project"):
+        return "gcp: not asked: no project configured (gcp.project in the config, or GOOGLE_CLOUD_PROJECT)"
+    if cloud == "azure" and not cfg.azure.get("subscription_id"):
+        return "azure: not asked: no subscription configured (azure.subscription_id, or AZURE_SUBSCRIPTION_ID)"
+    return None
+
+
 def _ask(
     cloud: str, cfg: Config, offers: Sequence[Offer], now: datetime, known: Known | None
 ) -> tuple[list[Commitment], list[str]]:
@@ -45,7 +62,8 @@ def _ask(
             return [], ["gcp: not asked: no project configured (gcp.project in the config, or GOOGLE_CLOUD_PROJECT)"]
         from commitments import gcp
 
-        return gcp.discover(str(project), offers, now, known=known)
+        endpoint = cfg.gcp.get("endpoint")
+        return gcp.discover(str(project), offers, now, known=known, endpoint=str(endpoint) if endpoint else None)
     if not cfg.azure.get("subscription_id"):
         return [], ["azure: not asked: no subscription configured (azure.subscription_id, or AZURE_SUBSCRIPTION_ID)"]
     from commitments import azure
@@ -59,22 +77,38 @@ def discover(
     offers: Sequence[Offer],
     now: datetime,
     known: Known | None = None,
-) -> tuple[list[Commitment], list[str]]:
-    """Every asked cloud's commitments (ids unique) and the notes on what was not read."""
+) -> tuple[list[Commitment], list[str], dict[str, str]]:
+    """Every asked cloud's commitments (ids unique), the notes on what was not read, and the
+    configured clouds that could not be asked, with why."""
+    from sdk import net
+
     records: list[Commitment] = []
-    notes: list[str] = []
+    said: dict[str, list[str]] = {c: [] for c in CLOUDS}
+    failed: dict[str, str] = {}
     seen: set[str] = set()
+    asked: dict[str, Callable[[], tuple[list[Commitment], list[str]]]] = {}
     for cloud in (c for c in CLOUDS if c in clouds):
-        try:
-            found, said = _ask(cloud, cfg, offers, now, known)
-        except GpuprovError as exc:
-            notes.append(one_line(f"{cloud}: not asked: {exc.message}"))
+        reason = not_configured(cloud, cfg)
+        if reason is not None:
+            said[cloud].append(reason)
+        else:
+            asked[cloud] = partial(_ask, cloud, cfg, offers, now, known)
+    answers = net.ask_all(asked, str)
+    for cloud in (c for c in CLOUDS if c in answers):
+        answer = answers[cloud]
+        if isinstance(answer, GpuprovError):
+            failed[cloud] = one_line(answer.message)
+            said[cloud].append(one_line(f"{cloud}: not asked: {answer.message}"))
             continue
-        notes += [one_line(n) for n in said]
+        if isinstance(answer, BaseException):
+            raise answer
+        found, notes = answer
+        said[cloud] += [one_line(n) for n in notes]
         for c in found:
             if c.id in seen:
-                notes.append(one_line(f"{cloud}: skipped {c.id}: the id is listed twice"))
+                said[cloud].append(one_line(f"{cloud}: skipped {c.id}: the id is listed twice"))
                 continue
             seen.add(c.id)
             records.append(c)
-    return records, notes
+    notes = [n for c in CLOUDS for n in said[c]]
+    return records, notes, failed

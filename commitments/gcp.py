@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from commitments.records import Commitment, Kind, Known, from_cloud
-from gpuprov.errors import CredentialsError, ProvisioningError, TransientError, UnknownGpuError
+from gpuprov.errors import CredentialsError, GpuprovError, ProvisioningError, TransientError, UnknownGpuError
 from gpuprov.models import Offer
 from sdk import gcp as sdk_gcp
 
@@ -64,10 +64,18 @@ def machine_for(
     return itype, amount // gpi, prices[(itype, gpi)]
 
 
+def _throttled(exc: BaseException) -> bool:
+    from google.api_core import exceptions as gexc
+
+    return isinstance(exc, gexc.TooManyRequests | gexc.InternalServerError | gexc.ServiceUnavailable)
+
+
 def _translate(exc: BaseException) -> Exception:
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as aexc
 
+    if sdk_gcp.unreachable(exc) is not None:
+        return sdk_gcp.translated(exc, "GCP regionCommitments.aggregatedList")
     if isinstance(exc, aexc.GoogleAuthError):
         return CredentialsError(
             f"GCP credentials: {type(exc).__name__}", hint="gcloud auth application-default login, or a service account"
@@ -91,9 +99,11 @@ def discover(
     now: datetime | None = None,
     credentials: Any = None,
     known: Known | None = None,
+    endpoint: str | None = None,
 ) -> tuple[list[Commitment], list[str]]:
     """The project's active accelerator commitments, as records per machine type, and notes.
-    (``now`` is unused: status ACTIVE is the cloud's own word for it.)"""
+    (``now`` is unused: status ACTIVE is the cloud's own word for it.) ``endpoint``: the Compute
+    API's address (config ``gcp.endpoint``), else Google's."""
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as aexc
 
@@ -103,11 +113,18 @@ def discover(
     out: list[Commitment] = []
     notes: list[str] = []
     try:
-        client = compute_v1.RegionCommitmentsClient(credentials=credentials, transport="rest")
+        client = compute_v1.RegionCommitmentsClient(
+            credentials=credentials, transport="rest", client_options=sdk_gcp.options(endpoint)
+        )
         request = compute_v1.AggregatedListRegionCommitmentsRequest(project=project)
-        scoped = [(key, list(s.commitments)) for key, s in client.aggregated_list(request=request)]
+        pages = client.aggregated_list(request=request, retry=sdk_gcp.retry(_throttled), timeout=sdk_gcp.timeout())
+        scoped = [(key, list(s.commitments)) for key, s in pages]
     except (gexc.GoogleAPICallError, aexc.GoogleAuthError, gexc.RetryError) as exc:
         raise _translate(exc) from None
+    except GpuprovError:
+        raise
+    except Exception as exc:  # the network, or an answer the SDK could not read: one line
+        raise sdk_gcp.translated(exc, "GCP regionCommitments.aggregatedList") from None
     for _key, commitments in scoped:
         for c in commitments:
             region = _tail(c.region or _key)

@@ -167,7 +167,7 @@ def _text(value: Any, key: str, pattern: re.Pattern[str] = IDENT) -> str:
         raise _Bad(f"{key} must be text")
     text = str(value).strip()
     if not pattern.fullmatch(text):
-        raise _Bad(f"{key} {text[:40]!r} must be 1-128 of letters, digits and ._:/-")
+        raise _Bad(f"{key} must be 1-128 of letters, digits and ._:/-")
     return text
 
 
@@ -181,14 +181,17 @@ def _money(value: Any, key: str, high: Decimal = Decimal(10) ** 7) -> Decimal:
         raise _Bad(f"{key} must be an amount in USD")
     text = str(value).strip()
     if isinstance(value, float):  # YAML reads 0.00001 as a float whose repr is 1e-05
-        d = Decimal(repr(value))
-        if not d.is_finite() or not -12 <= d.adjusted() <= 12:
-            raise _Bad(f"{key} must be a finite amount in USD, got {text[:40]}")
+        from gpuprov import numbers
+
+        try:  # the one bounded parser (a YamlFloat is judged by the text it was written as)
+            d = numbers.decimal(value)
+        except numbers.NumberError:
+            raise _Bad(f"{key} must be a finite amount in USD") from None
         text = format(d, "f")
     if text.startswith("-"):
-        raise _Bad(f"{key} must be an amount ≥ 0, got {text[:40]}")
+        raise _Bad(f"{key} must be an amount ≥ 0")
     if not MONEY.match(text):
-        raise _Bad(f"{key} must be a plain decimal amount in USD such as 13.921094, got {text[:40]!r}")
+        raise _Bad(f"{key} must be a plain decimal amount in USD such as 13.921094")
     d = Decimal(text)
     if d > high:
         raise _Bad(f"{key} {d} is absurd (above {high})")
@@ -201,7 +204,7 @@ def _count(value: Any) -> int:
     text = str(value).strip() if isinstance(value, str | int) else ""
     n = int(text) if re.fullmatch(r"-?[0-9]{1,9}", text) else None
     if n is None:
-        raise _Bad(f"count must be a whole number, got {str(value)[:40]!r}")
+        raise _Bad("count must be a whole number")
     if n < 1:
         raise _Bad(f"count must be at least 1, got {n}")
     if n > 1_000_000:
@@ -218,7 +221,7 @@ def _time(value: Any, key: str) -> datetime:
         try:
             t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise _Bad(f"{key} must be a date or an ISO 8601 time, got {value[:40]!r}") from None
+            raise _Bad(f"{key} must be a date or an ISO 8601 time") from None
     else:
         raise _Bad(f"{key} must be a date or an ISO 8601 time")
     if t.tzinfo is None:
@@ -240,7 +243,7 @@ def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
         raw = {k: v for k, v in raw.items() if k != "hourly_usd"}
     unknown = sorted(str(k) for k in raw if k not in FIELDS)
     if unknown:
-        raise _Bad(f"unknown field {unknown[0][:40]!r} (fields: {', '.join(FIELDS)})")
+        raise _Bad(f"an unknown field (fields: {', '.join(FIELDS)})")
     get = {k: v for k, v in raw.items() if v is not None and v != ""}
     for key in ("id", "cloud", "kind", "starts"):
         if key not in get:
@@ -248,11 +251,11 @@ def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
     cid = _text(get["id"], "id")
     cloud = _text(get["cloud"], "cloud")
     if cloud not in KINDS_BY_CLOUD:
-        raise _Bad(f"unknown cloud {cloud!r} (aws, gcp or azure)")
+        raise _Bad("an unknown cloud (aws, gcp or azure)")
     try:
         kind = Kind(_text(get["kind"], "kind"))
     except ValueError:
-        raise _Bad(f"unknown kind {str(get['kind'])[:40]!r} ({', '.join(k.value for k in Kind)})") from None
+        raise _Bad(f"an unknown kind (kinds: {', '.join(k.value for k in Kind)})") from None
     if kind not in KINDS_BY_CLOUD[cloud]:
         allowed = ", ".join(k.value for k in KINDS_BY_CLOUD[cloud])
         raise _Bad(f"{cloud} has no {kind.value} (it has {allowed})")
@@ -260,7 +263,7 @@ def record(raw: Mapping[str, Any], source: str = "file") -> Commitment:
     if "term" in get:
         term = _text(get["term"], "term")
         if term not in TERMS:
-            raise _Bad(f"term must be 1y or 3y, got {term[:10]!r}")
+            raise _Bad("term must be 1y or 3y")
     starts = _time(get["starts"], "starts")
     if "ends" in get:
         ends = _time(get["ends"], "ends")
@@ -389,7 +392,8 @@ def _csv_entries(text: str, where: str) -> Iterable[tuple[str, Mapping[str, Any]
     header = [h.strip() for h in header]
     bad = [h for h in header if h not in FIELDS]
     if bad:
-        raise UsageError(f"{where}: unknown column {bad[0][:40]!r} (columns: {', '.join(FIELDS)})")
+        first = header.index(bad[0]) + 1  # its position: a header is never quoted (it may be any file's first line)
+        raise UsageError(f"{where}: column {first} of the header is not one of: {', '.join(FIELDS)}")
     if len(set(header)) != len(header):
         raise UsageError(f"{where}: a column is named twice")
     rows = iter(reader)

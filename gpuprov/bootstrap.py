@@ -112,12 +112,21 @@ class Bootstrap:
 
     scripts: Mapping[str, str] = field(default_factory=dict)
     kubelet: bool = False
+    paths: Mapping[str, str] = field(default_factory=dict)  # cloud → the file it was read from
 
     def __bool__(self) -> bool:
         return bool(self.scripts)
 
     def script(self, cloud: str) -> str | None:
         return self.scripts.get(cloud)
+
+    def credential(self, cloud: str) -> str | None:
+        """What in this cloud's file looks like a credential (gpuprov/secrets.py), or None: such a
+        file is passed to the VMs but never copied into a manifest or a Terraform file."""
+        from gpuprov.secrets import credential_like
+
+        text = self.scripts.get(cloud)
+        return None if text is None else credential_like(text)
 
     def user_data(self, cloud: str, workload: str, market: str | None, plan_id: str) -> str | None:
         """The text a VM of this cloud boots with (None: no bootstrap for this cloud)."""
@@ -146,16 +155,19 @@ def load(raw: Any, base: Path, where: str) -> Bootstrap:
     if not isinstance(kubelet, bool):
         raise ConfigError(f"{where}: bootstrap.kubelet: must be true or false")
     scripts: dict[str, str] = {}
+    paths: dict[str, str] = {}
     for cloud in CLOUDS:
         if raw.get(cloud) is None:
             continue
         scripts[cloud] = _read(raw[cloud], base, cloud, kubelet, f"{where}: bootstrap.{cloud}")
+        found = Path(raw[cloud]).expanduser()
+        paths[cloud] = str(found if found.is_absolute() else base / found)
     if kubelet and not scripts:
         raise ConfigError(
             f"{where}: bootstrap.kubelet: no script to add the node labels to",
             hint="give bootstrap.aws, bootstrap.gcp or bootstrap.azure: the script that joins the node",
         )
-    return Bootstrap(scripts=scripts, kubelet=kubelet)
+    return Bootstrap(scripts=scripts, kubelet=kubelet, paths=paths)
 
 
 def _read(value: Any, base: Path, cloud: str, kubelet: bool, where: str) -> str:

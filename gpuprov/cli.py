@@ -16,6 +16,9 @@ from typer.core import TyperGroup, TyperOption
 from typer.exceptions import Abort, Exit
 
 from gpuprov.errors import GpuprovError
+from sdk import net as _net  # a command's --deadline counts from this import (sdk/net.py)
+
+MAX_LINE = 1000  # an error or hint line is cut here: it may name a path or a value a user gave
 
 
 class _Group(TyperGroup):
@@ -24,7 +27,10 @@ class _Group(TyperGroup):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
-            rc = super().main(*args, **kwargs)
+            try:
+                rc = super().main(*args, **kwargs)
+            finally:
+                _net.stop()  # the command is over: its --deadline must not ring, nor outlive it
         except GpuprovError as exc:
             _fail(exc.message, exc.hint, exc.exit_code, exc)
         except click_exc.NoArgsIsHelpError as exc:
@@ -41,7 +47,16 @@ class _Group(TyperGroup):
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", None, 130, None)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        except OSError as exc:  # a path the OS refuses (too long, a loop, ...) that no command caught
+            _fail(_os_error(exc), None, 4 if isinstance(exc, ConnectionError | TimeoutError) else 2, exc)
+        _exit(rc if isinstance(rc, int) else 0)
+
+
+def _os_error(exc: OSError) -> str:
+    from gpuprov.names import show_path
+
+    where = f": {show_path(str(exc.filename))}" if exc.filename else ""
+    return f"{exc.strerror or type(exc).__name__}{where}"
 
 
 def _fail(message: str, hint: str | None, code: int, exc: BaseException | None) -> None:
@@ -49,9 +64,21 @@ def _fail(message: str, hint: str | None, code: int, exc: BaseException | None) 
         import traceback
 
         traceback.print_exception(exc)
-    typer.echo(f"error: {message}", err=True)
+    from gpuprov.secrets import line
+
+    typer.echo(f"error: {line(message, MAX_LINE)}", err=True)
     if hint:
-        typer.echo(f"hint: {hint}", err=True)
+        typer.echo(f"hint: {line(hint, MAX_LINE)}", err=True)
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    """Exit; past a deadline that left a cloud call hanging in a worker thread, without waiting
+    for it (what had to be written is written: every write is its own transaction)."""
+    if _net.abandoned() and _net.own_process():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -97,6 +124,7 @@ def _root(
 
 
 def main() -> None:
+    _net.claim_process()  # the console script owns its process (a test's CliRunner does not)
     app()
 
 

@@ -11,6 +11,12 @@ Found at ``$GPUPROV_CONFIG`` or ``<user config dir>/gpuprov/config.yaml``; optio
     savings_plans: {compute_1y: {"*": 0.15, p4d: 0.2}, ec2_instance_3y: {p5: 0.45}}
     bootstrap: {aws: eks-join.sh, gcp: join.sh, azure: join.sh, kubelet: true}
 
+``network`` sets the one network policy of every cloud and price call (sdk/net.py):
+``{connect_timeout: 5, read_timeout: 20, connect_retries: 2}`` (seconds; the defaults).
+``gcp.endpoint`` and ``azure.endpoint`` point the GCP Compute API and Azure Resource Manager at
+another address (Private Service Connect, a sovereign cloud, a proxy); AWS reads its own
+``AWS_ENDPOINT_URL``.
+
 ``bootstrap`` names a user data / startup script / custom data file per cloud (relative paths from
 this file's directory), read and checked here (see gpuprov/bootstrap.py); ``kubelet: true`` adds
 the node labels and the GPU taint to each.
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +43,25 @@ from gpuprov.bootstrap import Bootstrap
 from gpuprov.bootstrap import load as load_bootstrap
 from gpuprov.errors import ConfigError
 from gpuprov.safeyaml import describe
+from sdk.net import Network
 
 HOURS_PER_YEAR = 8760
-KEYS = ("owner", "aws", "gcp", "azure", "limits", "discounts", "savings_plans", "bootstrap", "pricing")
+KEYS = (
+    "owner",
+    "aws",
+    "gcp",
+    "azure",
+    "limits",
+    "discounts",
+    "savings_plans",
+    "bootstrap",
+    "pricing",
+    "network",
+)
 PRICING_KEYS = ("include_suspect",)  # pricing.include_suspect: plans use suspect quotes too
 SAVINGS_PLAN_KINDS = ("compute_1y", "compute_3y", "ec2_instance_1y", "ec2_instance_3y")
 LIMIT_KEYS = ("max_launch_per_run", "max_price_age_hours", "unavailable_ttl_minutes", "budget_per_hour")
+NETWORK_KEYS = ("connect_timeout", "read_timeout", "connect_retries")
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,7 @@ class Config:
     savings_plans: dict[str, dict[str, Decimal]] = field(default_factory=dict)
     bootstrap: Bootstrap = field(default_factory=Bootstrap)
     include_suspect: bool = False  # pricing.include_suspect (plan --include-suspect)
+    network: Network = field(default_factory=Network)
 
 
 def config_path() -> Path:
@@ -76,21 +96,27 @@ def config_path() -> Path:
     return Path(user_config_dir("gpuprov", appauthor=False)) / "config.yaml"
 
 
-def _number(value: Any, where: str, high: Decimal = Decimal(10) ** 9) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ConfigError(f"{where}: must be a number, got {describe(value)}")
+def _number(value: Any, where: str, key: str) -> Decimal:
+    """A number of the config file, through the one bounded parser (gpuprov/numbers.py: its
+    table gives each key's range)."""
+    from gpuprov import numbers
+
     try:
-        d = Decimal(str(value)[:100])
-    except InvalidOperation:
-        raise ConfigError(f"{where}: must be a number, got {describe(value)}") from None
-    if not d.is_finite() or d < 0 or d > high:
-        raise ConfigError(f"{where}: must be a number between 0 and {high:,}")
-    return d
+        return numbers.parse(value, key)
+    except numbers.NumberError as exc:
+        raise ConfigError(f"{where}: {exc.reason}") from None
 
 
 CLOUD_KEYS: dict[str, dict[str, str]] = {
     "aws": {"image": "str", "key_name": "str", "subnets": "map", "regions": "list", "security_groups": "list"},
-    "gcp": {"project": "str", "image": "str", "network": "str", "subnetwork": "str", "zones": "list"},
+    "gcp": {
+        "project": "str",
+        "image": "str",
+        "network": "str",
+        "subnetwork": "str",
+        "zones": "list",
+        "endpoint": "str",
+    },
     "azure": {
         "subscription_id": "str",
         "resource_group": "str",
@@ -99,6 +125,7 @@ CLOUD_KEYS: dict[str, dict[str, str]] = {
         "subnet_id": "str",
         "image_reference": "any",
         "regions": "list",
+        "endpoint": "str",
     },
 }
 
@@ -147,7 +174,7 @@ def load() -> Config:
         unknown = sorted(set(raw) - set(KEYS))
         if unknown:
             raise ConfigError(f"{path}: {unknown[0]}: unknown key (expected one of: {', '.join(KEYS)})")
-    for key in ("aws", "gcp", "azure", "limits", "discounts", "savings_plans", "pricing"):
+    for key in ("aws", "gcp", "azure", "limits", "discounts", "savings_plans", "pricing", "network"):
         if raw.get(key) is not None and not isinstance(raw[key], dict):
             raise ConfigError(f"{path}: {key}: must be a mapping")
     pricing = raw.get("pricing") or {}
@@ -163,18 +190,23 @@ def load() -> Config:
         raise ConfigError(f"{path}: limits.{unknown[0]}: unknown key")
     limits = Limits(
         max_launch_per_run=int(
-            _number(lim.get("max_launch_per_run", 100), "limits.max_launch_per_run", Decimal(1_000_000))
+            _number(
+                lim.get("max_launch_per_run", 100), f"{path}: limits.max_launch_per_run", "limits.max_launch_per_run"
+            )
         ),
         max_price_age_hours=_number(
-            lim.get("max_price_age_hours", 72), "limits.max_price_age_hours", Decimal(HOURS_PER_YEAR)
+            lim.get("max_price_age_hours", 72), f"{path}: limits.max_price_age_hours", "limits.max_price_age_hours"
         ),
         unavailable_ttl_minutes=_number(
-            lim.get("unavailable_ttl_minutes", 3), "limits.unavailable_ttl_minutes", Decimal(HOURS_PER_YEAR * 60)
+            lim.get("unavailable_ttl_minutes", 3),
+            f"{path}: limits.unavailable_ttl_minutes",
+            "limits.unavailable_ttl_minutes",
         ),
         budget_per_hour=None
         if lim.get("budget_per_hour") is None
-        else _number(lim["budget_per_hour"], "limits.budget_per_hour"),
+        else _number(lim["budget_per_hour"], f"{path}: limits.budget_per_hour", "limits.budget_per_hour"),
     )
+    network = _network(raw.get("network") or {}, path)
     aws, gcp, azure = (_cloud(raw, "aws", path), _cloud(raw, "gcp", path), _cloud(raw, "azure", path))
     env = os.environ
     if env.get("GPUPROV_AWS_IMAGE"):
@@ -187,10 +219,10 @@ def load() -> Config:
         azure["subscription_id"] = env["AZURE_SUBSCRIPTION_ID"]
     if env.get("GPUPROV_AZURE_RESOURCE_GROUP"):
         azure["resource_group"] = env["GPUPROV_AZURE_RESOURCE_GROUP"]
-    discounts = {str(k): _number(v, f"discounts.{k}") for k, v in (raw.get("discounts") or {}).items()}
-    for key, factor in discounts.items():
-        if factor > 1 or factor == 0:
-            raise ConfigError(f"{path}: discounts.{key}: a factor in (0, 1], got {factor}")
+    discounts = {
+        str(k): _number(v, f"{path}: discounts.{str(k)[:40]}", "discounts")
+        for k, v in (raw.get("discounts") or {}).items()
+    }
     savings_plans = _savings_plans(raw.get("savings_plans") or {}, path)
     bootstrap = load_bootstrap(raw.get("bootstrap"), path.parent, str(path))
     from gpuprov.names import owner as valid_owner
@@ -210,7 +242,29 @@ def load() -> Config:
         include_suspect=include_suspect,
         savings_plans=savings_plans,
         bootstrap=bootstrap,
+        network=network,
     )
+
+
+def _network(raw: dict[str, Any], path: Path) -> Network:
+    """The ``network`` section: the one network policy's timeouts and retries (sdk/net.py),
+    in force for every client made from now on."""
+    from sdk import net
+
+    unknown = sorted(str(k) for k in raw if k not in NETWORK_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path}: network.{unknown[0][:40]}: unknown key (expected one of: {', '.join(NETWORK_KEYS)})"
+        )
+    found = {k: _number(raw[k], f"{path}: network.{k}", f"network.{k}") for k in NETWORK_KEYS if k in raw}
+    default = Network()
+    network = Network(
+        connect_timeout=float(found.get("connect_timeout", default.connect_timeout)),
+        read_timeout=float(found.get("read_timeout", default.read_timeout)),
+        connect_retries=int(found.get("connect_retries", default.connect_retries)),
+    )
+    net.configure(network)
+    return network
 
 
 def _savings_plans(raw: dict[str, Any], path: Path) -> dict[str, dict[str, Decimal]]:
@@ -226,8 +280,5 @@ def _savings_plans(raw: dict[str, Any], path: Path) -> dict[str, dict[str, Decim
             name = str(family)
             if name != "*" and not (name.isascii() and name.isalnum() and len(name) <= 20):
                 raise ConfigError(f"{where}: {name[:40]!r} is not an instance family such as p4d (or '*')")
-            d = _number(share, f"{where}.{name}", Decimal(1))
-            if d >= 1:
-                raise ConfigError(f"{where}.{name}: a share off on-demand below 1, got {d}")
-            out[kind][name] = d
+            out[kind][name] = _number(share, f"{where}.{name}", "savings_plans")
     return out

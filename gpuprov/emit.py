@@ -11,8 +11,11 @@ is refused (PostgreSQL through the ``gpuprov`` Secret's ``database-url``) unless
 
 systemd (``systemd``): a oneshot service and its timer, running as a named user with a start
 timeout, a required ``EnvironmentFile`` (written with mode 0600 by ``--out``: a missing file fails
-the unit instead of silently pointing it at an empty default database), hardening, and the
-``gpuprov`` binary of the interpreter that emitted it.
+the unit instead of silently pointing it at an empty default database; it names the database and
+the config file the emitting user has, so the pass shares their plans, journal and lease),
+hardening (``ProtectSystem=strict``, ``ProtectHome=read-only``) with ``ReadWritePaths=`` the
+directory of a SQLite database (its journal files live beside it) so that the sandbox can still
+write it, and the ``gpuprov`` binary of the interpreter that emitted it.
 
 Every value goes through a YAML serializer or is validated and quoted for systemd; nothing from
 a flag or a file is pasted into a template.
@@ -39,6 +42,8 @@ IMAGE = re.compile(
 )
 ANNOTATION_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 SECRET_WORDS = ("password", "secret", "token", "credential", "private", "access_key", "client_secret")
+BOOTSTRAP_SECRET = "gpuprov-bootstrap"  # the Secret a credential-holding bootstrap file comes from
+BOOTSTRAP_MOUNT = "/etc/gpuprov-bootstrap"
 UNIT_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
@@ -52,6 +57,7 @@ class Job:
     annotations: Mapping[str, str] = field(default_factory=dict)
     config_yaml: str | None = None  # the local config file's text, for the ConfigMap
     config_files: Mapping[str, str] = field(default_factory=dict)  # beside it: the bootstrap files
+    secret_files: Sequence[str] = ()  # bootstrap files that look like they hold credentials: from a Secret
     deadline: timedelta = timedelta(minutes=30)
 
 
@@ -77,14 +83,19 @@ def check_image(image: str | None, what: str = "--emit cronjob") -> str:
     return image
 
 
-def check_config(text: str, where: str, bootstrap: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
-    """The config file's text for a ConfigMap, refused if any key looks like a secret, and the
-    files to put beside it: the config's bootstrap files (``bootstrap``: cloud → text, as the
-    config loaded them), as ``bootstrap-<cloud>.sh`` with the config's paths pointing there (a
-    path of this machine means nothing in the pod)."""
+def check_config(
+    text: str, where: str, bootstrap: Mapping[str, str] | None = None
+) -> tuple[str, dict[str, str], list[str]]:
+    """The config file's text for a ConfigMap, refused if any key looks like a secret; the files
+    to put beside it: the config's bootstrap files (``bootstrap``: cloud → text, as the config
+    loaded them), as ``bootstrap-<cloud>.sh`` with the config's paths pointing there (a path of
+    this machine means nothing in the pod); and the names of those that look like they hold a
+    credential (an AWS key id, a private key, a password: gpuprov/secrets.py), which are not
+    copied at all: the config points them at the ``gpuprov-bootstrap`` Secret's mount instead."""
     import yaml
 
     from gpuprov.safeyaml import load_text
+    from gpuprov.secrets import credential_like
 
     doc = load_text(text, where)
 
@@ -103,17 +114,33 @@ def check_config(text: str, where: str, bootstrap: Mapping[str, str] | None = No
                 walk(item, path)
 
     walk(doc, "")
+    found = credential_like(text)
+    if found is not None:
+        raise UsageError(
+            f"{where}: holds what looks like {found}; a ConfigMap is no place for it",
+            hint="credentials come from the workload identity; remove it from the config",
+        )
     files: dict[str, str] = {}
+    secret: list[str] = []
     section = doc.get("bootstrap") if isinstance(doc, dict) else None
     if isinstance(section, dict):
         for cloud, script in sorted((bootstrap or {}).items()):
-            files[f"bootstrap-{cloud}.sh"] = script
-            section[cloud] = f"bootstrap-{cloud}.sh"  # relative: beside config.yaml in the mount
-    return (str(yaml.safe_dump(doc, sort_keys=True)) if doc is not None else ""), files
+            file = f"bootstrap-{cloud}.sh"
+            if credential_like(script) is not None:
+                secret.append(file)
+                section[cloud] = f"{BOOTSTRAP_MOUNT}/{file}"  # the Secret's mount
+            else:
+                files[file] = script
+                section[cloud] = file  # relative: beside config.yaml in the mount
+    return (str(yaml.safe_dump(doc, sort_keys=True)) if doc is not None else ""), files, secret
 
 
 def kubernetes(job: Job, cron: str) -> list[dict[str, Any]]:
-    name = f"gpuprov-rebalance-{job.owner}"
+    from gpuprov.names import K8S_CRONJOB, identifier
+
+    # one name for the ServiceAccount, ConfigMap and CronJob: a CronJob's is at most 52 characters
+    # (a 40-character owner would make 58); a longer one is cut with a hash of the whole
+    name = identifier(f"gpuprov-rebalance-{job.owner}", K8S_CRONJOB)
     for key in job.annotations:
         if not ANNOTATION_KEY.fullmatch(key):
             raise UsageError(f"--service-account-annotation: {key[:60]!r} is not an annotation key")
@@ -144,6 +171,17 @@ def kubernetes(job: Job, cron: str) -> list[dict[str, Any]]:
         mounts.append({"name": "config", "mountPath": "/etc/gpuprov", "readOnly": True})
         volumes.append({"name": "config", "configMap": {"name": name}})
         env.append({"name": "GPUPROV_CONFIG", "value": "/etc/gpuprov/config.yaml"})
+    if job.secret_files:
+        mounts.append({"name": "bootstrap", "mountPath": BOOTSTRAP_MOUNT, "readOnly": True})
+        volumes.append(
+            {
+                "name": "bootstrap",
+                "secret": {
+                    "secretName": BOOTSTRAP_SECRET,
+                    "items": [{"key": f, "path": f} for f in sorted(job.secret_files)],
+                },
+            }
+        )
     mounts.append({"name": "tmp", "mountPath": "/tmp"})
     volumes.append({"name": "tmp", "emptyDir": {}})
     container = {
@@ -212,11 +250,23 @@ def systemd_quote(word: str) -> str:
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$") + '"'
 
 
-def systemd(job: Job, exe: str, user: str, env_file: str) -> dict[str, str]:
-    """File name → text of the service and the timer."""
+def env_value(value: str) -> str:
+    """A value of an EnvironmentFile line (systemd.exec: double quotes, backslash escapes)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UsageError("a value for the units' environment file holds a control character")
+    return '"' + "".join("\\" + c if c in '\\"`$' else c for c in value) + '"'
+
+
+def systemd(job: Job, exe: str, user: str, env_file: str, writable: Sequence[str] = ()) -> dict[str, str]:
+    """File name → text of the service and the timer; ``writable``: directories the pass must
+    write under the sandbox (a SQLite database's)."""
     if not UNIT_USER.fullmatch(user):
         raise UsageError(f"--user: {user[:40]!r} is not a user name")
+    for path in writable:
+        if not path.startswith("/") or any(c in path for c in "\n\r\0"):
+            raise UsageError(f"a path for the units is not absolute: {path[:80]!r}")
     exec_start = " ".join(systemd_quote(a) for a in [exe, *args(job)])
+    read_write = f"ReadWritePaths={' '.join(systemd_quote(p) for p in writable)}\n" if writable else ""
     unit = f"gpuprov-rebalance-{job.owner}"
     service = (
         "[Unit]\n"
@@ -232,6 +282,7 @@ def systemd(job: Job, exe: str, user: str, env_file: str) -> dict[str, str]:
         "NoNewPrivileges=yes\n"
         "ProtectSystem=strict\n"
         "ProtectHome=read-only\n"
+        f"{read_write}"
         "PrivateTmp=yes\n"
         "ProtectKernelTunables=yes\n"
         "ProtectControlGroups=yes\n"

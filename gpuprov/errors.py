@@ -20,8 +20,11 @@
     │   ├── CapacityError   (4)      no capacity for (cloud, zone, instance type, market) now
     │   │   └── QuotaError  (4)      an account limit: a CapacityError, so it too marks the pool unavailable
     │   ├── CredentialsError(4)      no or bad credentials (never printed)
-    │   ├── TransientError  (4)      throttling, timeouts, 5xx: retried, then this
+    │   ├── TransientError  (4)      throttling, 5xx: retried, then this
+    │   ├── UnreachableError(4)      "cannot reach <cloud> <endpoint>": refused, DNS, proxy, TLS (retried
+    │   │                            a bounded number of times first), or no answer in time (sdk/net.py)
     │   └── GuardError      (4)      a safety guard refused: budget, circuit breaker, stale prices
+    ├── DeadlineError       (4)      the command's --deadline passed: it stopped, released its lease, said what it did
     └── StateError          (5)      the local journal or a lease disagrees with what is asked
 
 ``gpuprov.cli`` turns every ``GpuprovError`` that reaches it into one ``error:`` line and its exit
@@ -126,6 +129,15 @@ class TransientError(ProvisioningError):
 
 class GuardError(ProvisioningError):
     pass
+
+
+class UnreachableError(ProvisioningError):
+    """A cloud or price endpoint could not be reached, or did not answer in time; never retried
+    by the launch loop (the SDK's bounded connection retries came first)."""
+
+
+class DeadlineError(GpuprovError):
+    exit_code = 4
 
 
 class StateError(GpuprovError):

@@ -68,14 +68,24 @@ Shape = Callable[[engine.Diff, Sequence[InstanceHandle]], engine.Diff]
 
 
 def describe(drivers: Mapping[Cloud, Driver], owner: str) -> tuple[list[InstanceHandle], dict[Cloud, str]]:
-    """What every driver says the fleet runs, and the clouds that could not be asked (and why)."""
+    """What every driver says the fleet runs, and the clouds that could not be asked (and why).
+    The clouds are asked at once, each on its own: one that fails or does not answer within the
+    network policy's limit (sdk/net.py ``ask_all``) is named, the others' answers are kept."""
+    from sdk import net
+
+    def question(driver: Driver) -> Callable[[], list[InstanceHandle]]:
+        return lambda: driver.describe(owner)
+
+    answers = net.ask_all({c: question(d) for c, d in sorted(drivers.items())}, lambda c: c.value)
     found: list[InstanceHandle] = []
     failed: dict[Cloud, str] = {}
-    for cloud, driver in sorted(drivers.items()):
-        try:
-            found += [h for h in driver.describe(owner) if h.owner == owner]
-        except GpuprovError as exc:
-            failed[cloud] = exc.message
+    for cloud, answer in answers.items():
+        if isinstance(answer, GpuprovError):
+            failed[cloud] = answer.message
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            found += [h for h in answer if h.owner == owner]
     return found, failed
 
 

@@ -40,6 +40,7 @@ from gpuprov.store.plans import PlanStore
 from gpuprov.store.state import FleetStore, PassRecord, StateStore
 from provisioner import apply as engine
 from provisioner.base import Driver, InstanceHandle, LaunchRequest
+from sdk import net
 
 
 class Clock(Protocol):
@@ -251,6 +252,7 @@ def _pass(
     name = f"fleet:{settings.owner}"
 
     def guard() -> None:
+        net.check("rebalancing")  # the pass's --deadline (sdk/net.py)
         world.leases.check(name, settings.holder, token, clock.now())
 
     active = world.fleets.active_plan(settings.owner)

@@ -13,10 +13,15 @@
 
 ``describe(value)`` names a value's kind for error messages ("a string of 12 characters"),
 so that an error about a file never prints what the file holds.
+
+Floats come back as :class:`YamlFloat`, a ``float`` that keeps the text it was written as, so the
+number parser (``gpuprov/numbers.py``) judges ``1.0e-999999999`` by what was written, not by the
+0.0 PyYAML rounds it to.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,39 @@ from gpuprov.errors import ConfigError
 MAX_BYTES = 1 << 20  # 1 MiB: policies and configs are a few hundred lines
 MAX_NODES = 10_000
 MAX_DEPTH = 50
+
+
+class YamlFloat(float):
+    """A YAML float and the text it was written as (copies and dumps are plain floats)."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str = "") -> YamlFloat:
+        made = super().__new__(cls, value)
+        made.text = text
+        return made
+
+    def __reduce__(self) -> tuple[type[float], tuple[float]]:
+        return float, (float(self),)
+
+
+@functools.cache
+def _loader_class() -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_float(loader: Any, node: Any) -> YamlFloat:
+        return YamlFloat(yaml.SafeLoader.construct_yaml_float(loader, node), str(node.value)[:100])
+
+    Loader.add_constructor("tag:yaml.org,2002:float", construct_float)
+    yaml.SafeDumper.add_representer(YamlFloat, yaml.SafeDumper.represent_float)
+    return Loader
+
+
+def _loader(text: str) -> Any:
+    return _loader_class()(text)
 
 
 def read_text(path: Path, where: str, max_bytes: int = MAX_BYTES) -> str:
@@ -44,6 +82,44 @@ def read_text(path: Path, where: str, max_bytes: int = MAX_BYTES) -> str:
         raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
 
 
+def check_nesting(text: str, where: str, max_depth: int = MAX_DEPTH, max_indent: int = 4 * MAX_DEPTH) -> None:
+    """Refuse a document nested deeper than ``max_depth`` brackets (JSON, YAML flow style) or
+    indented more than ``max_indent`` columns (YAML block style) before any recursive parser
+    sees it: a scan of the text, one pass, nothing built. Quoted strings are skipped."""
+    depth = 0
+    quote = ""
+    escaped = False
+    indent = 0
+    at_start = True
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote == '"':
+                escaped = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch == "\n":
+            at_start, indent = True, 0
+            continue
+        if at_start:
+            if ch == " ":
+                indent += 1
+                if indent > max_indent:
+                    raise ConfigError(f"{where}: indented deeper than {max_indent} columns; not read")
+                continue
+            at_start = False
+        if ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise ConfigError(f"{where}: nested deeper than {max_depth} levels; not read")
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+
+
 def load_file(path: Path, where: str) -> Any:
     return load_text(read_text(path, where), where)
 
@@ -53,6 +129,7 @@ def load_text(text: str, where: str) -> Any:
 
     if len(text) > MAX_BYTES:
         raise ConfigError(f"{where}: larger than {MAX_BYTES // 1024} KiB; not read")
+    check_nesting(text, where)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -64,7 +141,7 @@ def load_text(text: str, where: str) -> Any:
     if node is None:
         return None
     _check(node, where)
-    loader = yaml.SafeLoader(text)
+    loader = _loader(text)
     try:
         return loader.construct_document(node)
     except (yaml.YAMLError, ValueError, OverflowError, TypeError):

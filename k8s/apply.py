@@ -38,7 +38,13 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
             return client.ApiClient(cfg)
         return config.new_client_from_config(config_file=kubeconfig, context=context, persist_config=False)
     except (ConfigException, OSError) as exc:
-        raise ConfigError(f"no usable Kubernetes config: {str(exc)[:200]}") from None
+        raise ConfigError(
+            f"no usable Kubernetes config: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        ) from None
+    except Exception as exc:  # a kubeconfig that is not YAML, or not one: never quoted
+        raise ConfigError(
+            f"no usable Kubernetes config: the kubeconfig cannot be read ({type(exc).__name__})"
+        ) from None
 
 
 def apply(patches: Sequence[Patch], api: Any) -> list[str]:

@@ -116,10 +116,31 @@ def problems(doc: Any, where: str = "<document>") -> list[str]:
     return out
 
 
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_MANIFEST_DEPTH = 100
+
+
 def documents(path: Path) -> Iterator[tuple[str, Any]]:
+    """The YAML documents of one file: read bounded (16 MiB, UTF-8), refused before parsing when
+    nested deeper than 100 levels, never quoted in an error."""
     import yaml
 
-    for i, doc in enumerate(yaml.safe_load_all(path.read_text(encoding="utf-8"))):
+    from gpuprov.errors import ConfigError
+    from gpuprov.names import show_path
+    from gpuprov.safeyaml import check_nesting, read_text
+
+    where = show_path(str(path))
+    text = read_text(path, where, MAX_MANIFEST_BYTES)
+    check_nesting(text, where, MAX_MANIFEST_DEPTH, 4 * MAX_MANIFEST_DEPTH)
+    try:
+        loaded = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}: not valid YAML{at}") from None
+    except (RecursionError, ValueError, TypeError, OverflowError):
+        raise ConfigError(f"{where}: a document cannot be read (too deep, or a malformed value)") from None
+    for i, doc in enumerate(loaded):
         if doc is not None:
             yield f"{path.name}[{i}]", doc
 

@@ -36,6 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuprov.bootstrap import LABEL_DOMAIN, capacity_type
+from gpuprov.names import K8S_CRONJOB, K8S_LABEL, identifier, unique
 from gpuprov.plandoc import Allocation, PlanDocument, Window
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -54,9 +55,20 @@ class Params:
 
 
 def name(*parts: str) -> str:
-    """A DNS-1123 name from free text: lower case, [a-z0-9-], at most 63 characters."""
-    text = re.sub(r"[^a-z0-9]+", "-", "-".join(p for p in parts if p).lower()).strip("-")
-    return text[:63].rstrip("-") or "x"
+    """A DNS-1123 label from free text (gpuprov/names.py ``identifier``): the text itself when it
+    is one, else normalised with 8 hex of its SHA-256, so two texts never share a name."""
+    return identifier("-".join(p for p in parts if p), K8S_LABEL)
+
+
+def window_key(window: str) -> str:
+    """A window's name in objects, labels and directories: at most 37 characters, so that its
+    CronJob ``gpuprov-window-<key>`` fits the 52 a CronJob may have."""
+    return identifier(window, K8S_CRONJOB - len("gpuprov-window-"))
+
+
+def window_keys(doc: PlanDocument) -> dict[str, str]:
+    """Each period's key, refused when two windows would share one (naming both)."""
+    return unique((w.name for w in periods(doc)), window_key, "window")
 
 
 def label_value(text: str) -> str:
@@ -88,6 +100,11 @@ def _pools(doc: PlanDocument, cloud: str) -> dict[tuple[str, str, str, str], lis
     return dict(sorted(out.items()))
 
 
+def pool_name(region: str, workload: str, gpu: str, capacity: str) -> str:
+    """A NodePool's name (a label value: Karpenter labels its nodes with it)."""
+    return name(workload, gpu, capacity, region)
+
+
 def _peak_gpus(allocs: Sequence[Allocation], horizon: int) -> int:
     return max((sum(a.instances_by_slot[t] * a.gpus_per_instance for a in allocs) for t in range(horizon)), default=0)
 
@@ -99,6 +116,7 @@ def node_pools(doc: PlanDocument, p: Params) -> list[dict[str, Any]]:
         ("azure", "karpenter.azure.com", "AKSNodeClass"),
     ):
         pools = _pools(doc, cloud)
+        unique(("\x1f".join(k) for k in pools), lambda k: pool_name(*k.split("\x1f")), "node pool")
         prices = {key: min(a.unit_hourly_usd / a.gpus_per_instance for a in allocs) for key, allocs in pools.items()}
         ranked = sorted(prices, key=lambda k: (prices[k], k))
         for (region, workload, gpu, capacity), allocs in pools.items():
@@ -128,7 +146,7 @@ def node_pools(doc: PlanDocument, p: Params) -> list[dict[str, Any]]:
                     "apiVersion": "karpenter.sh/v1",
                     "kind": "NodePool",
                     "metadata": {
-                        "name": name(workload, gpu, capacity, region),
+                        "name": pool_name(region, workload, gpu, capacity),
                         "labels": {f"{LABEL}/region": label_value(region)},
                     },
                     "spec": {
@@ -273,8 +291,9 @@ def render(doc: PlanDocument, p: Params, at: datetime) -> dict[str, list[dict[st
     if p.queues:
         files["resourceflavors.yaml"] = flavors(doc)
         files["clusterqueues.yaml"] = cluster_queues(doc, doc.slot_at(at))
+        keys = window_keys(doc)
         for w in periods(doc):
-            files[f"windows/{name(w.name)}/clusterqueues.yaml"] = cluster_queues(doc, w.start_slot % doc.horizon_hours)
+            files[f"windows/{keys[w.name]}/clusterqueues.yaml"] = cluster_queues(doc, w.start_slot % doc.horizon_hours)
         if p.namespaces:
             files["localqueues.yaml"] = local_queues(doc, p)
     return dict(sorted(files.items()))
@@ -363,7 +382,7 @@ def window_limits(doc: PlanDocument, w: Window) -> dict[str, int]:
     for cloud in ("aws", "azure"):
         for (region, workload, gpu, capacity), allocs in _pools(doc, cloud).items():
             peak = max(sum(a.instances_by_slot[t] * a.gpus_per_instance for a in allocs) for t in slots)
-            out[name(workload, gpu, capacity, region)] = peak
+            out[pool_name(region, workload, gpu, capacity)] = peak
     return dict(sorted(out.items()))
 
 
@@ -379,9 +398,12 @@ class Patch:
 
 
 def find_window(doc: PlanDocument, window: str) -> Window | None:
+    """The period named ``window`` exactly, else the one whose key it is (never one whose name
+    merely normalises alike: ``night`` does not find ``Night!``)."""
     found = periods(doc)
+    keys = window_keys(doc)
     return next((w for w in found if w.name == window), None) or next(
-        (w for w in found if name(w.name) == window), None
+        (w for w in found if keys[w.name] == window), None
     )
 
 
@@ -403,12 +425,7 @@ def window_patches(doc: PlanDocument, w: Window, p: Params) -> list[Patch]:
 
 def _cronjob_name(window: str) -> str:
     """A CronJob name (at most 52 characters: the controller appends a suffix to its Jobs)."""
-    import hashlib
-
-    base = name("gpuprov-window", window)
-    if len(base) <= 52:
-        return base
-    return f"{base[:43].rstrip('-')}-{hashlib.sha256(window.encode()).hexdigest()[:8]}"
+    return f"gpuprov-window-{window_key(window)}"
 
 
 def window_rbac(p: Params, namespace: str) -> list[dict[str, Any]]:
@@ -446,6 +463,7 @@ def window_cronjobs(
     names. The Job reads the plan from gpuprov's database (the ``gpuprov`` Secret's
     ``database-url`` in that namespace, as the rebalancer's CronJob does) and patches ClusterQueues
     and NodePools (``window_rbac``)."""
+    window_keys(doc)  # two windows that would share a CronJob are refused here, naming both
     flags = []
     if not p.nodes:
         flags += ["--nodes", "none"]
@@ -480,7 +498,7 @@ def window_cronjobs(
                 "metadata": {
                     "name": _cronjob_name(w.name),
                     "namespace": namespace,
-                    "labels": {f"{LABEL}/plan": label_value(doc.plan_id), f"{LABEL}/window": label_value(w.name)},
+                    "labels": {f"{LABEL}/plan": label_value(doc.plan_id), f"{LABEL}/window": window_key(w.name)},
                 },
                 "spec": {
                     "schedule": cron(w.start_slot, doc.slot_origin),

@@ -53,7 +53,8 @@ def parse(text: str, origin: str, workloads: Sequence[str], horizon: int) -> dic
     columns = names[1:]
     for name in columns:
         if name not in workloads:
-            raise fail(line, f"{name[:40]!r} is not a workload of the policy ({', '.join(workloads)})")
+            column = columns.index(name) + 2  # its position: the header is never quoted
+            raise fail(line, f"column {column} is not a workload of the policy ({', '.join(workloads)})")
         if columns.count(name) > 1:
             raise fail(line, f"workload {name!r} appears twice")
     missing = [w for w in workloads if w not in columns]
@@ -76,13 +77,16 @@ def parse(text: str, origin: str, workloads: Sequence[str], horizon: int) -> dic
     out = {w: tuple(table[h][columns.index(w)] for h in range(horizon)) for w in workloads}
     if not any(any(v) for v in out.values()):
         raise ConfigError(f"--demand {origin}: every hour asks for 0 GPUs")
+    peak = max(sum(out[w][h] for w in workloads) for h in range(horizon))
+    if peak > MAX_GPUS:  # each cell is bounded, so is their sum: the plan's total is the peak
+        raise ConfigError(f"--demand {origin}: an hour asks for {peak:,} GPUs in all, over {MAX_GPUS:,}")
     return out
 
 
 def _number(cell: str, low: int, high: int, fail: Callable[[str], ConfigError], what: str) -> int:
     value = cell.strip()
     if not value.isascii() or not value.isdigit() or len(value) > len(str(high)):
-        raise fail(f"{what}{value[:20]!r} is not a whole number from {low} to {high}")
+        raise fail(f"{what}not a whole number from {low} to {high}")
     n = int(value)
     if not low <= n <= high:
         raise fail(f"{what}{n} is not between {low} and {high}")

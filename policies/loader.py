@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -85,9 +85,13 @@ def parse(text: str, origin: str) -> Policy:
 
 
 def _key(key: object) -> str:
-    """A mapping key for an error path: printable, at most 40 characters."""
-    text = str(key).encode("unicode_escape", "backslashreplace").decode("ascii")
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A mapping key for an error path: itself when it is a plain name (letters, digits, ``_-``,
+    at most 40 characters: what a policy's keys are), else "a key of N characters", never the
+    text (errors never quote a file: a stray file's first line is no key)."""
+    text = str(key)
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,40}", text):
+        return text
+    return f"(a key of {len(text)} characters)"
 
 
 class _Reader:
@@ -119,14 +123,14 @@ class _Reader:
         return value
 
     def decimal(self, value: Any, path: str, low: Decimal | None = None, high: Decimal | None = None) -> Decimal:
+        from gpuprov import numbers
+
         if isinstance(value, bool):
             raise self.fail(path, f"must be a number, got {describe(value)}")
         try:
-            d = Decimal(str(value))
-        except InvalidOperation:
-            raise self.fail(path, f"must be a number, got {describe(value)}") from None
-        if not d.is_finite():
-            raise self.fail(path, f"must be a finite number, got {describe(value)}")
+            d = numbers.decimal(value)  # the one bounded parser: no NaN, no 1e-999999999
+        except numbers.NumberError as exc:
+            raise self.fail(path, exc.reason) from None
         if (low is not None and d < low) or (high is not None and d > high):
             raise self.fail(
                 path, f"must be between {low} and {high}" if high is not None else f"must be at least {low}"

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from gpuprov.errors import UnknownGpuError
+from gpuprov.errors import GpuprovError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gpus as gpu_names
 from pricing import interconnect
@@ -245,8 +245,8 @@ class AwsPriceSource:
         session: Any = None,
         *,
         max_attempts: int = 8,
-        connect_timeout: float = 10,
-        read_timeout: float = 60,
+        connect_timeout: float | None = None,  # None: the network policy's (sdk/net.py)
+        read_timeout: float | None = None,
         pool_connections: int = 32,
     ) -> None:
         self.regions = list(regions) if regions else None
@@ -275,7 +275,7 @@ class AwsPriceSource:
                     read_timeout=self.read_timeout,
                     max_pool_connections=self.pool_connections,
                 )
-                self._clients[key] = self.session.client(service, region_name=region, config=config)
+                self._clients[key] = sdk_aws.client(self.session, service, region, config)
             return self._clients[key]
 
     def fetch(self, gpus: Collection[str] | None = None, ctx: FetchContext | None = None) -> FetchResult:
@@ -290,8 +290,12 @@ class AwsPriceSource:
                 "no AWS credentials found",
                 hint="configure them the boto3 way (AWS_PROFILE, aws configure, instance role)",
             ) from exc
-        except (errors.ClientError, errors.BotoCoreError) as exc:
+        except errors.ClientError as exc:
             raise SourceError(self.name, f"an AWS API call failed: {exc}") from exc
+        except GpuprovError:
+            raise
+        except Exception as exc:  # the network (refused, DNS, proxy, TLS, hung) or an answer not understood
+            raise SourceError(self.name, sdk_aws.translated(exc, "an AWS API call").message) from exc
 
 
 class _AwsFetch:

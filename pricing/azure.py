@@ -38,6 +38,7 @@ from pricing import gpus as gpu_names
 from pricing.base import FetchContext, FetchResult, MalformedResponseError, SourceError
 from pricing.validate import MISSING, to_price
 from sdk import azure as sdk_azure
+from sdk import http as sdk_http
 
 SOURCE = "live:azure-retail-prices+resource-skus"
 PRICES_URL = "https://prices.azure.com/api/retail/prices"
@@ -217,16 +218,11 @@ class AzurePriceSource:
             if self._clients is None:
                 subscription = self.subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID")
                 arm = None
-                if subscription:
-                    credential = self.credential or sdk.credential()
-                    extra: dict[str, Any] = {"base_url": self.arm_endpoint} if self.arm_endpoint else {}
-                    arm = sdk.compute_client(credential, subscription, **extra)
-                requests = sdk.requests
-                http = requests.Session()
-                adapter = requests.adapters.HTTPAdapter(pool_maxsize=self.pool_connections)
-                http.mount("https://", adapter)
-                http.mount("http://", adapter)
-                self._clients = (arm, http)
+                if subscription:  # the network policy's settings (sdk/azure.py) for the credential and ARM
+                    credential = self.credential or sdk_azure.credential()
+                    arm = sdk.compute_client(credential, subscription, **sdk_azure.arm(self.arm_endpoint))
+                # a failed connection retried by urllib3 as the policy says (sdk/http.py); statuses here
+                self._clients = (arm, sdk_http.session(statuses=False, pool=self.pool_connections))
             return self._clients
 
     def fetch(self, gpus: Collection[str] | None = None, ctx: FetchContext | None = None) -> FetchResult:
@@ -241,7 +237,8 @@ class AzurePriceSource:
                 hint="sign in with 'az login' or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET",
             ) from exc
         except sdk.errors.AzureError as exc:
-            raise SourceError(self.name, f"an Azure API call failed: {exc.message}") from exc
+            reason = sdk_azure.unreachable(exc)
+            raise SourceError(self.name, reason or f"an Azure API call failed: {exc.message}") from exc
 
 
 class _AzureFetch:
@@ -277,10 +274,13 @@ class _AzureFetch:
             self.ctx.check()
             delay = self.src.backoff * 2 ** (attempt - 1)
             try:
-                resp = self.http.get(url, params=params, timeout=self.src.timeout)
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+                resp = self.http.get(url, params=params, timeout=sdk_http.timeout(read=self.src.timeout))
+            except (requests.ConnectionError, requests.Timeout) as exc:  # retried already, by the session
+                reason = sdk_http.unreachable(exc, "azure")
+                raise SourceError(self.src.name, reason or f"the Retail Prices API is unreachable: {exc}") from exc
+            except requests.exceptions.ChunkedEncodingError as exc:  # a cut body: asked again
                 if attempt == self.src.max_attempts:
-                    raise SourceError(self.src.name, f"the Retail Prices API is unreachable: {exc}") from exc
+                    raise SourceError(self.src.name, "a Retail Prices page kept breaking off") from exc
                 self.src.sleep(delay)
                 continue
             except requests.RequestException as exc:

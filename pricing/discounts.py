@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from gpuprov.errors import ConfigError
@@ -63,11 +63,13 @@ def scopes(cloud: Cloud, instance_type: str) -> tuple[str, ...]:
 def _factor(key: str, value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise ConfigError(f"discount {key!r}: {value!r} is not a number")
+    from gpuprov import numbers
+
     try:
-        factor = Decimal(str(value).strip())
-    except InvalidOperation:
-        raise ConfigError(f"discount {key!r}: {value!r} is not a number") from None
-    if not factor.is_finite() or not Decimal(0) < factor <= Decimal(1):
+        factor = numbers.decimal(value)
+    except numbers.NumberError as exc:
+        raise ConfigError(f"discount {key[:40]!r}: {exc.reason}") from None
+    if not Decimal(0) < factor <= Decimal(1):
         raise ConfigError(
             f"discount {key!r}: the factor {value} must be above 0 and at most 1",
             hint="a factor multiplies the price: 0.9 means 10 % off",

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gpuprov.errors import ConfigError, UnknownGpuError
+from gpuprov.errors import ConfigError, GpuprovError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
 from pricing import gcp_machines
 from pricing import gpus as gpu_names
@@ -158,7 +158,7 @@ class GcpPriceSource:
         compute_endpoint: str | None = None,
         retry_initial: float = 1.0,
         retry_timeout: float = 120.0,
-        timeout: float = 60.0,
+        timeout: float | None = None,  # per request; None: the network policy's (sdk/net.py)
     ) -> None:
         self.project = project
         self.credentials = credentials
@@ -211,6 +211,10 @@ class GcpPriceSource:
             raise SourceError(self.name, f"a GCP API call failed: {exc}") from exc
         except sdk.json_format.ParseError as exc:
             raise MalformedResponseError(self.name, f"a GCP API page is malformed: {exc}") from exc
+        except GpuprovError:
+            raise
+        except Exception as exc:  # the network (refused, DNS, proxy, TLS, hung), a token refresh that failed
+            raise SourceError(self.name, sdk_gcp.translated(exc, "a GCP API call").message) from exc
 
 
 class _GcpFetch:
@@ -219,25 +223,24 @@ class _GcpFetch:
         self.gpus = set(gpus) if gpus is not None else None
         self.skipped: Counter[str] = Counter()
         retry, errors = sdk.retry, sdk.errors
-        self.retry = retry.Retry(
-            predicate=retry.if_exception_type(
-                errors.TooManyRequests,
-                errors.ServiceUnavailable,
-                errors.InternalServerError,
-                errors.BadGateway,
-                errors.GatewayTimeout,
-            ),
-            initial=src.retry_initial,
-            maximum=max(src.retry_initial, 30.0),
-            multiplier=2.0,
-            timeout=src.retry_timeout,
+        throttled = retry.if_exception_type(
+            errors.TooManyRequests,
+            errors.ServiceUnavailable,
+            errors.InternalServerError,
+            errors.BadGateway,
+            errors.GatewayTimeout,
         )
+        # throttling until retry_timeout; a failed connection as the network policy says (sdk/gcp.py)
+        self.retry = sdk_gcp.retry(throttled, src.retry_timeout, src.retry_initial)
+        self.timeout = src.timeout or sdk_gcp.timeout()
 
     # -- leaf requests -----------------------------------------------------------------
     def _skus(self, client: Any) -> list[Any]:
         request = self.sdk.billing.ListSkusRequest(parent=COMPUTE_SERVICE, currency_code="USD")
         out: list[Any] = []
-        for page in client.list_skus(request=request, retry=self.retry, timeout=self.src.timeout).pages:
+        for page in client.list_skus(
+            request=request, retry=self.retry, timeout=self.src.timeout or sdk_gcp.timeout()
+        ).pages:
             self.ctx.request_done("list_skus")
             out.extend(page.skus)
             self.ctx.check()
@@ -246,7 +249,9 @@ class _GcpFetch:
     def _accelerators(self, client: Any, project: str) -> dict[str, dict[str, int]]:
         request = self.sdk.compute.AggregatedListAcceleratorTypesRequest(project=project)
         zones: dict[str, dict[str, int]] = {}
-        for page in client.aggregated_list(request=request, retry=self.retry, timeout=self.src.timeout).pages:
+        for page in client.aggregated_list(
+            request=request, retry=self.retry, timeout=self.src.timeout or sdk_gcp.timeout()
+        ).pages:
             self.ctx.request_done("acceleratorTypes.aggregatedList")
             for scope, scoped in page.items.items():
                 for accel in scoped.accelerator_types:
@@ -259,7 +264,7 @@ class _GcpFetch:
     def _machines(self, client: Any, project: str, zone: str) -> list[Any]:
         request = self.sdk.compute.ListMachineTypesRequest(project=project, zone=zone, filter=machine_filter())
         out: list[Any] = []
-        for page in client.list(request=request, retry=self.retry, timeout=self.src.timeout).pages:
+        for page in client.list(request=request, retry=self.retry, timeout=self.timeout).pages:
             self.ctx.request_done("machineTypes.list")
             out.extend(page.items)
             self.ctx.check()

@@ -119,11 +119,13 @@ def _offer(
     for key in ("region", "instance_type", "gpu") + (("zone",) if rec["zone"] else ()):
         if not ident.fullmatch(rec[key]):
             raise bad("identifier outside [A-Za-z0-9._:/-]")
+    from gpuprov import numbers
+
     try:
-        price = Decimal(rec["hourly_usd"])
-        memory = Decimal(rec["memory_gib"])
+        price = numbers.parse(rec["hourly_usd"], "price row")
+        memory = numbers.parse(rec["memory_gib"], "price row")
         count, gmem, vcpus = (int(rec["gpus_per_instance"]), int(rec["gpu_memory_gib"]), int(rec["vcpus"]))
-    except (InvalidOperation, ValueError):
+    except ValueError:  # numbers.NumberError is one
         raise bad("non-numeric number field") from None
     problem = price_problem(price, rec["currency"] or "USD")
     if problem is not None:
@@ -159,6 +161,8 @@ def _fraction(text: str, count: int, bad: Any) -> Decimal | None:
     """A share of one GPU: a number in (0, 1) with ``gpus_per_instance`` 0, or empty."""
     if not text:
         return None
+    if len(text) > 40:  # a share such as 1/3 written to Decimal's 28 digits; nothing longer
+        raise bad("gpu_fraction is longer than 40 characters")
     try:
         share = Decimal(text)
     except InvalidOperation:

@@ -46,7 +46,7 @@ from collections import defaultdict
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import IO, Any
 
 from gpuprov.errors import UsageError
@@ -140,39 +140,36 @@ def _time(text: str, where: str, line: int) -> datetime:
         t = datetime.fromisoformat(text.strip())
         t = (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
     except ValueError:
-        raise _fail(where, line, f"{_show(text)} is not an ISO 8601 time") from None
+        raise _fail(where, line, "the time is not ISO 8601") from None
     except OverflowError:
-        raise _fail(where, line, f"time {_show(text)} is outside {RANGE}") from None
+        raise _fail(where, line, f"the time is outside {RANGE}") from None
     if not in_range(t):
-        raise _fail(where, line, f"time {_show(text)} is outside {RANGE}")
+        raise _fail(where, line, f"the time is outside {RANGE}")
     return t
-
-
-def _show(text: str) -> str:
-    text = text if len(text) <= 40 else text[:40] + "…"
-    return repr(text)
 
 
 def _price(text: str, where: str, line: int, column: str) -> Decimal | None:
     text = text.strip()
     if not text:
         return None
+    from gpuprov import numbers
+
     try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise _fail(where, line, f"{column} {_show(text)} is not a number") from None
+        value = numbers.decimal(text)  # the one bounded parser: no NaN, no 1e-999999999
+    except numbers.NumberError:
+        raise _fail(where, line, f"{column} is not a number") from None
     if not value.is_finite():
-        raise _fail(where, line, f"{column} {_show(text)} is not a number")
+        raise _fail(where, line, f"{column} is not a number")
     if value < 0:
-        raise _fail(where, line, f"{column} is negative ({_show(text)})")
+        raise _fail(where, line, f"{column} is negative")
     if value < MIN_PRICE or value > MAX_PRICE:
-        raise _fail(where, line, f"{column} {_show(text)} is not a price ({MIN_PRICE} ≤ USD/h ≤ {MAX_PRICE})")
+        raise _fail(where, line, f"{column} is not a price ({MIN_PRICE} ≤ USD/h ≤ {MAX_PRICE})")
     return value
 
 
 def _ident(text: str, where: str, line: int, column: str) -> str:
     if not is_ident(text):
-        raise _fail(where, line, f"{column} {_show(text)} is not an identifier ([A-Za-z0-9._:/-], ≤ 200, no '..')")
+        raise _fail(where, line, f"{column} is not an identifier ([A-Za-z0-9._:/-], ≤ 200, no '..')")
     return text
 
 
@@ -220,8 +217,8 @@ def _checked(reader: Any, where: str, columns: Sequence[str]) -> Iterator[tuple[
     names = [h.strip() for h in header]
     unknown = [n for n in names if n not in columns]
     if unknown:
-        shown = ", ".join(_show(n) for n in unknown[:3])
-        raise _fail(where, 1, f"unknown column {shown} (expected {','.join(columns)})")
+        first = names.index(unknown[0]) + 1  # its position: a header is never quoted (it may be any file's first line)
+        raise _fail(where, 1, f"column {first} of the header is not one of {','.join(columns)}")
     if tuple(names) != tuple(columns):
         raise _fail(where, 1, f"the columns must be exactly {','.join(columns)}")
     line = 1
@@ -269,7 +266,7 @@ def _anycloud(rows: Rows, where: str, start: datetime | None, end: datetime | No
         try:
             cloud = Cloud(cloud_s)
         except ValueError:
-            raise _fail(where, line, f"cloud {_show(cloud_s)} is not gcp or azure") from None
+            raise _fail(where, line, "cloud is not gcp or azure") from None
         if cloud is Cloud.AWS:
             raise _fail(where, line, "the anycloud history has GCP and Azure rows only")
         at = _time(when, where, line)
@@ -282,13 +279,13 @@ def _anycloud(rows: Rows, where: str, start: datetime | None, end: datetime | No
         first = first_at.setdefault(cloud, at)
         _window(at, start, end, where, line)
         if change not in ("new", "changed", "removed"):
-            raise _fail(where, line, f"change {_show(change)} is not new, changed or removed")
+            raise _fail(where, line, "change is not new, changed or removed")
         for value, column in ((a, "key_a"), (b, "key_b"), (c, "key_c")):
             _ident(value, where, line, column)
         a, b, c = sys.intern(a), sys.intern(b), sys.intern(c)  # one string per key, not one per row
         if cloud is Cloud.GCP:
             if not b.isdigit() or not 0 < int(b) <= 64:
-                raise _fail(where, line, f"key_b (GPU count) {_show(b)} is not a whole number of GPUs")
+                raise _fail(where, line, "key_b (GPU count) is not a whole number of GPUs")
             kind, key = GCP_ACCELERATOR, (a, b, c)
         else:
             kind, key = INSTANCE, (a, c, b)  # instance type, region, accelerator

@@ -141,7 +141,7 @@ def default_sources(clouds: Collection[Cloud] | None = None) -> list[PriceSource
 def _as_error(source: str, exc: BaseException) -> GpuprovError:
     if isinstance(exc, GpuprovError):
         return exc
-    return SourceError(source, f"failed unexpectedly: {type(exc).__name__}: {exc}")
+    return SourceError(source, f"failed unexpectedly ({type(exc).__name__})")  # its text may quote an answer
 
 
 class _Run:
@@ -254,6 +254,9 @@ def refresh(
         while pending:
             finished, _ = wait(pending, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_COMPLETED)
             if not finished:
+                from sdk import net
+
+                net.abandon()  # their threads may still wait on the network: the process must not
                 for i in pending.values():
                     ctxs[i].cancel()
                     error = SourceTimeoutError(sources[i].name, f"did not finish within {timeout:g} s")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from gpuprov.errors import CredentialsError, PricingError
@@ -93,9 +93,11 @@ def parse(
         price = prices.get(itype)
         if price is None or price <= 0:
             continue
+        from gpuprov import numbers
+
         try:
-            rate = Decimal(str(r.get("rate"))[:40])
-        except InvalidOperation:
+            rate = numbers.parse(r.get("rate"), "price row")
+        except numbers.NumberError:
             rate = Decimal("NaN")
         if not rate.is_finite() or rate <= 0 or rate >= price:
             notes.append(f"{kind}_{term} {itype} in {region}: rate {str(r.get('rate'))[:20]!r} is no discount")
@@ -114,9 +116,7 @@ def fetch(region: str, offers: Sequence[Offer], session: Any = None) -> tuple[li
         raise PricingError(f"the catalog has no AWS on-demand price in {region[:40]}", hint="gpuprov pricing refresh")
     aws = sdk_aws.load("Savings Plans rates")
     bexc = aws.exceptions
-    client = (session or aws.boto3.session.Session()).client(
-        "savingsplans", region_name=HOME_REGION, config=sdk_aws.config()
-    )
+    client = sdk_aws.client(session or aws.boto3.session.Session(), "savingsplans", HOME_REGION)
     request: dict[str, Any] = {
         "savingsPlanPaymentOptions": [PAYMENT_OPTION],
         "savingsPlanTypes": sorted(PLAN_KINDS),
@@ -143,8 +143,8 @@ def fetch(region: str, offers: Sequence[Offer], session: Any = None) -> tuple[li
             if sdk_aws.kind(exc) is sdk_aws.ErrorKind.AUTH:
                 raise CredentialsError(f"AWS refused DescribeSavingsPlansOfferingRates: {code}") from None
             raise PricingError(f"AWS DescribeSavingsPlansOfferingRates failed: {code}") from None
-        except bexc.BotoCoreError as exc:
-            raise PricingError(f"AWS DescribeSavingsPlansOfferingRates: {type(exc).__name__}") from None
+        except Exception as exc:  # the network, or an answer botocore cannot read: one line
+            raise PricingError(sdk_aws.translated(exc, "DescribeSavingsPlansOfferingRates", client).message) from None
         results += answer.get("searchResults", [])
         token = answer.get("nextToken")
         if not token:

@@ -29,7 +29,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from gpuprov.errors import ConfigError, UnknownGpuError
 from gpuprov.models import Cloud, Market, Offer
@@ -124,13 +124,12 @@ class _Row:
         text = self.get(key)
         if not text:
             return None
+        from gpuprov import numbers
+
         try:
-            value = Decimal(text)
-        except InvalidOperation:
-            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a number") from None
-        if not value.is_finite():
-            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a finite number")
-        return value
+            return numbers.parse(text, "price row")
+        except numbers.NumberError as exc:
+            raise ConfigError(f"{origin}:{self.line}: {key} {exc.reason}") from None
 
     def quantity(self, key: str, origin: str) -> Decimal:
         """A plain number with no trailing zeros and no exponent (``30.0`` -> ``30``)."""
@@ -139,13 +138,12 @@ class _Row:
 
     def number(self, key: str, origin: str) -> Decimal:
         text = self.get(key)
+        from gpuprov import numbers
+
         try:
-            value = Decimal(text)
-        except InvalidOperation:
-            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a number") from None
-        if not value.is_finite():
-            raise ConfigError(f"{origin}:{self.line}: {key} {text!r} is not a finite number")
-        return value
+            return numbers.parse(text, "price row")
+        except numbers.NumberError as exc:
+            raise ConfigError(f"{origin}:{self.line}: {key} {exc.reason}") from None
 
 
 NUMBER_COLUMNS = ("Price", "SpotPrice", "vCPUs", "MemoryGiB", "AcceleratorCount", "GpuInfo")
@@ -200,12 +198,12 @@ def row_problem(values: dict[str, str]) -> str | None:
         text = (values.get(key) or "").strip()
         if not text:
             continue
+        from gpuprov import numbers
+
         try:
-            number = Decimal(text)
-        except InvalidOperation:
+            number = numbers.decimal(text)
+        except numbers.NumberError:
             return "non-numeric number field"
-        if not number.is_finite():
-            return "non-finite number"
         if number < 0:
             return "negative number"
     return None
@@ -222,7 +220,9 @@ def detect_cloud(header: tuple[str, ...], origin: str) -> Cloud:
         return Cloud.AWS
     if set(AZURE_HEADER) <= cols and "AvailabilityZone" not in cols:
         return Cloud.AZURE
-    raise ConfigError(f"{origin}:1: not a SkyPilot v8 vms.csv header: {','.join(header)}")
+    raise ConfigError(  # the header is not quoted: it may be any file's first line
+        f"{origin}:1: not a SkyPilot v8 vms.csv header (it needs {','.join(AWS_HEADER)}, or the GCP or Azure columns)"
+    )
 
 
 def _gpu(row: _Row, report: ParseReport, whole: bool = True) -> tuple[str, int] | None:

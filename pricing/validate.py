@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from gpuprov.models import Market, Offer
 
@@ -40,11 +40,11 @@ def to_price(raw: object) -> Decimal | None:
         return None
     if isinstance(raw, bool) or isinstance(raw, float):
         raise TypeError(f"prices must not pass through float or bool: {raw!r}")
-    if isinstance(raw, Decimal):
-        return raw
-    try:
-        return Decimal(str(raw).strip())
-    except InvalidOperation:
+    from gpuprov import numbers
+
+    try:  # the one bounded parser: NaN, infinities, 1e-999999999 and 30-digit values are not prices
+        return numbers.parse(raw, "price row")
+    except numbers.NumberError:
         return Decimal("NaN")
 
 

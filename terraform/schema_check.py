@@ -560,6 +560,10 @@ def check_files(files: Mapping[str, Mapping[str, Any]], schemas: Schemas | None 
     return sorted(problems)
 
 
+MAX_FILE_BYTES = 64 << 20
+MAX_JSON_DEPTH = 100
+
+
 def check_dir(path: Path) -> list[Problem]:
     """Read every ``*.tf.json`` in ``path`` and check them as one module."""
     path = Path(path)
@@ -568,9 +572,18 @@ def check_dir(path: Path) -> list[Problem]:
     names = sorted(p.name for p in path.glob("*.tf.json") if p.is_file())
     if not names:
         return [Problem(str(path), "", "no *.tf.json files here", "syntax")]
+    from gpuprov.errors import ConfigError
+    from gpuprov.safeyaml import check_nesting, read_text
+
     for name in names:
         try:
-            docs[name] = json.loads((path / name).read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            problems.append(Problem(name, "", f"not valid JSON: {exc}", "syntax"))
+            text = read_text(path / name, name, MAX_FILE_BYTES)
+            check_nesting(text, name, MAX_JSON_DEPTH, 10**9)  # JSON: brackets, not indentation
+            docs[name] = json.loads(text)
+        except ConfigError as exc:  # unreadable, too large, too deep: said before any parser recursed
+            problems.append(Problem(name, "", exc.message.removeprefix(f"{name}: "), "syntax"))
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(name, "", f"not valid JSON at line {exc.lineno}, column {exc.colno}", "syntax"))
+        except RecursionError:
+            problems.append(Problem(name, "", f"nested deeper than {MAX_JSON_DEPTH} levels", "syntax"))
     return sorted(problems + check_files(docs))

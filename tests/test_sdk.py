@@ -43,8 +43,8 @@ def test_aws_transport_and_credential_failures() -> None:
 
 def test_one_client_configuration() -> None:
     cfg = aws.config(max_pool_connections=7)
-    assert cfg.retries == {"mode": "standard", "max_attempts": aws.MAX_ATTEMPTS}
-    assert (cfg.connect_timeout, cfg.read_timeout, cfg.max_pool_connections) == (10, 60, 7)
+    assert cfg.retries == {"mode": "standard", "total_max_attempts": aws.MAX_ATTEMPTS}
+    assert (cfg.connect_timeout, cfg.read_timeout, cfg.max_pool_connections) == (5, 20, 7)  # sdk/net.py
     assert "gpuprov" in cfg.user_agent_extra
     assert aws.config(total_max_attempts=1).retries == {"mode": "standard", "total_max_attempts": 1}
 

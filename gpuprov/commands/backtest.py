@@ -126,6 +126,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay the stored price history: the rebalanced fleet against the day-one plan and hindsight."""
         fmt = common.parse_output(output, ("table", "json"))
+        if not 0 <= seed < 2**63:  # Python's random takes |seed|: -1 would replay seed 1
+            raise UsageError(f"--seed must be a whole number from 0 to 2^63-1, got {str(seed)[:30]}")
 
         lo, hi = common.parse_when(start, "--from"), common.parse_when(end, "--to", end=True)
         if lo >= hi:

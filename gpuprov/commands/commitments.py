@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpuprov.commands import common
-from gpuprov.errors import UsageError
+from gpuprov.errors import ConfigError, ProvisioningError, UsageError
 
 if TYPE_CHECKING:
     from commitments.records import Known
@@ -123,10 +123,13 @@ def register(app: typer.Typer) -> None:
         clouds: list[str] = typer.Option(None, "--clouds", help="clouds to ask: aws, gcp, azure (default: all)"),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
         dry_run: bool = typer.Option(False, "--dry-run", help="show what the clouds hold; store nothing"),
+        deadline: float = typer.Option(None, "--deadline", help=common.deadline_help("commitments discover")),
     ) -> None:
         """Ask each configured cloud for the commitments the account holds and store them (ids
         start with the cloud and kind, so they never clash with imported ones; found again, a
-        record is replaced). A cloud that cannot be asked is a warning line, not a failure."""
+        record is replaced). What the clouds that answered hold is stored; a configured cloud
+        that could not be asked is named and the command exits 4; none configured, 2."""
+        common.start_deadline(deadline, "commitments discover")
         fmt = common.parse_output(output, ("table", "json"))
         from commitments import discover as finder
         from commitments.records import known_in
@@ -139,18 +142,29 @@ def register(app: typer.Typer) -> None:
         catalog, _snapshots = common.open_catalog()
         offers = common.read_offers(catalog, [g.name for g in GPUS])
         known = known_in(sorted(catalog.places()))
-        records, notes = finder.discover(names, config.load(), offers, common.now(), known)
+        cfg = config.load()
+        records, notes, failed = finder.discover(names, cfg, offers, common.now(), known)
+        if all(finder.not_configured(c, cfg) for c in names):
+            raise ConfigError(
+                f"no cloud of {', '.join(names)} is configured: nothing was asked",
+                hint="configure the clouds (see gpuprov/config.py) or name one with --clouds",
+            )
         stored = 0 if dry_run or not records else CommitmentStore().add(records, replace=True)
         if fmt == "json":
-            body = {"commitments": [c.row() for c in records], "notes": notes, "stored": stored}
+            body = {"commitments": [c.row() for c in records], "notes": notes, "stored": stored, "unasked": failed}
             json.dump(body, sys.stdout, indent=2)
             sys.stdout.write("\n")
-            return
-        for line in notes:
-            common.warn(line)
-        _show(records, fmt)
-        verb = "would store" if dry_run else "stored"
-        typer.echo(f"{verb} {len(records)} commitments from {', '.join(names)}")
+        else:
+            for line in notes:
+                common.warn(line)
+            _show(records, fmt)
+            verb = "would store" if dry_run else "stored"
+            typer.echo(f"{verb} {len(records)} commitments from {', '.join(c for c in names if c not in failed)}")
+        if failed:
+            raise ProvisioningError(
+                "commitments discover could not ask " + "; ".join(f"{c} ({why})" for c, why in sorted(failed.items())),
+                hint="what the other clouds hold was stored; fix those clouds and run it again",
+            )
 
     rates = typer.Typer(
         help="AWS Savings Plans rates: refreshed live, they take precedence over the config's savings_plans.",

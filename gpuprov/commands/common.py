@@ -8,7 +8,7 @@ import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,14 +65,51 @@ def parse_markets(values: Sequence[str] | None) -> list[Market] | None:
 
 
 def parse_decimal(text: str, flag: str, low: Decimal, high: Decimal | None = None) -> Decimal:
-    what = f"between {low} and {high}" if high is not None else f"at least {low}"
+    """A flag's number through the one bounded parser (gpuprov/numbers.py); a flag listed in its
+    table (``RANGES``) takes its range from there, any other the one given."""
+    from gpuprov import numbers
+
     try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise UsageError(f"{flag} must be a number {what}, got {text!r}") from None
-    if not value.is_finite() or value < low or (high is not None and value > high):
-        raise UsageError(f"{flag} must be a number {what}, got {text!r}")
-    return value
+        if flag in numbers.RANGES:
+            return numbers.parse(text, flag)
+        return numbers.decimal(text, low, high)
+    except numbers.NumberError as exc:
+        raise UsageError(f"{flag} {exc.reason}, got {names.show(str(text))}") from None
+
+
+def parse_seconds(value: float, flag: str) -> float:
+    """A duration flag typer read as a float (inf and nan included), bounded by its table row."""
+    from gpuprov import numbers
+
+    try:
+        return numbers.seconds(value, flag)
+    except numbers.NumberError as exc:
+        raise UsageError(f"{flag} {exc.reason}") from None
+
+
+# Each command's --deadline by default, in seconds (sdk/net.py; README "Network faults").
+DEADLINES = {
+    "status": 30.0,
+    "destroy": 30.0,
+    "apply": 3600.0,
+    "rebalance": 1800.0,
+    "commitments discover": 60.0,
+    "pricing refresh": 600.0,
+    "pricing spot-advisor refresh": 60.0,
+}
+
+
+def deadline_help(command: str) -> str:
+    seconds = DEADLINES[command]
+    return f"stop after this many seconds (default {seconds:g}), release the lease, say what was done"
+
+
+def start_deadline(seconds: float | None, command: str) -> None:
+    """Start the command's wall-clock budget (counted from the process's start; sdk/net.py)."""
+    from sdk import net
+
+    value = DEADLINES[command] if seconds is None else parse_seconds(seconds, "--deadline")
+    net.start(value, f"gpuprov {command}")
 
 
 def parse_fraction(text: str, flag: str) -> Decimal:
@@ -234,7 +271,9 @@ def console() -> Any:
 
 
 def warn(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
+    from gpuprov.secrets import line
+
+    typer.echo(f"warning: {line(message)}", err=True)
 
 
 def warn_if_stale(snapshots: Sequence[SnapshotInfo], max_age_hours: Decimal, when: datetime) -> None:
@@ -305,6 +344,79 @@ def parse_every(text: str) -> timedelta:
     if seconds > 366 * 86400:
         raise UsageError(f"a duration of at most a year is needed, got {names.show(text)}")
     return timedelta(seconds=seconds)
+
+
+# Directories an output path may not be (nor, for the first four, be inside) without --force: a
+# mistyped --out must not scatter files through the system or replace a directory it needs.
+SYSTEM_DIRS = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/share",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/var/tmp",
+        "/etc/systemd",
+    }
+)
+NEVER_INSIDE = ("/proc", "/sys", "/dev", "/boot")
+MAX_PATH = 4096
+MAX_PATH_PART = 255
+
+
+def output_path(text: str, flag: str, force: bool = False, file: bool = False) -> Path:
+    """An output path as given, refused (one line, the path shown bounded) when it is empty or
+    too long, when it is a symbolic link, or when it is ``/`` or a system directory (or inside
+    /proc, /sys, /dev, /boot), unless ``force``; what a link points to is judged too. A ``file``
+    is judged by the directory it goes in."""
+    shown = names.show_path(text)
+    if not text or not text.strip():
+        raise UsageError(f"{flag} needs a path")
+    if len(text) > MAX_PATH or any(len(part) > MAX_PATH_PART for part in text.split("/")):
+        raise UsageError(f"{flag}: the path is too long ({len(text):,} characters): {shown}")
+    path = Path(text)
+    try:
+        link = path.is_symlink()
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a loop of links
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        raise UsageError(f"{flag}: cannot resolve {shown}: {why}") from None
+    if force:
+        return path
+    if link:
+        raise UsageError(
+            f"{flag} {shown} is a symbolic link (to {names.show_path(str(resolved))}); not written through",
+            hint="name the directory itself, or pass --force to write through the link",
+        )
+    where = str(resolved.parent if file else resolved)
+    if where in SYSTEM_DIRS or any(where == d or where.startswith(d + "/") for d in NEVER_INSIDE):
+        raise UsageError(
+            f"{flag} {shown} is a system directory ({where}); gpuprov does not write there",
+            hint="name a directory of your own (e.g. infra/), or pass --force",
+        )
+    return path
 
 
 def from_tuples(rows: Any) -> list[Any]:

@@ -40,8 +40,8 @@ def make(
             out[cloud] = FakeDriver(
                 cloud,
                 state_file=Path(f"{fake}.{cloud.value}.json"),
-                latency=float(os.environ.get("GPUPROV_FAKE_LATENCY") or 0),
-                rate=float(os.environ["GPUPROV_FAKE_RATE"]) if os.environ.get("GPUPROV_FAKE_RATE") else None,
+                latency=_env_number("GPUPROV_FAKE_LATENCY") or 0.0,
+                rate=_env_number("GPUPROV_FAKE_RATE"),
             )
         elif cloud is Cloud.AWS:
             from provisioner.drivers.aws import AwsDriver
@@ -64,7 +64,9 @@ def make(
                 raise ConfigError(
                     "no GCP project configured", hint="set gcp.project in the config or GOOGLE_CLOUD_PROJECT"
                 )
-            kwargs: dict[str, Any] = {k: cfg.gcp[k] for k in ("image", "network", "subnetwork") if k in cfg.gcp}
+            kwargs: dict[str, Any] = {
+                k: cfg.gcp[k] for k in ("image", "network", "subnetwork", "endpoint") if k in cfg.gcp
+            }
             listed = set(cfg.gcp.get("zones", []))  # none listed: every zone (aggregated list)
             gcp_zones = (listed | set(zones.get(cloud, set()))) if listed else set()
             out[cloud] = GcpDriver(project, sorted(gcp_zones), bootstrap=cfg.bootstrap, **kwargs)
@@ -80,7 +82,7 @@ def make(
                 )
             extra = {
                 k: cfg.azure[k]
-                for k in ("image_reference", "admin_username", "ssh_public_key", "subnet_id")
+                for k in ("image_reference", "admin_username", "ssh_public_key", "subnet_id", "endpoint")
                 if k in cfg.azure
             }
             locations = sorted(regions.get(cloud, set()) | set(cfg.azure.get("regions", []))) or ["eastus"]
@@ -90,28 +92,27 @@ def make(
     return out
 
 
-AWS_ENV = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_PROFILE",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_ENDPOINT_URL",
-)
+def _env_number(name: str) -> float | None:
+    """An environment variable's number, through the one bounded parser (gpuprov/numbers.py)."""
+    from gpuprov import numbers
+
+    text = os.environ.get(name)
+    if not text:
+        return None
+    try:
+        return float(numbers.parse(text, name))
+    except numbers.NumberError as exc:
+        raise ConfigError(f"{name} {exc.reason}") from None
 
 
 def configured(cfg: Config) -> set[Cloud]:
     """Clouds this machine can ask, without a network call to find out."""
     if os.environ.get(FAKE_ENV):
         return set(Cloud)
+    from sdk import aws as sdk_aws
+
     out: set[Cloud] = set()
-    home = Path.home()
-    if (
-        cfg.aws
-        or any(os.environ.get(k) for k in AWS_ENV)
-        or (home / ".aws" / "credentials").exists()
-        or (home / ".aws" / "config").exists()
-    ):
+    if sdk_aws.configured(cfg.aws):
         out.add(Cloud.AWS)
     if cfg.gcp.get("project"):
         out.add(Cloud.GCP)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -25,6 +26,7 @@ from gpuprov.errors import (
     UsageError,
 )
 from gpuprov.models import Cloud, WorkloadSite
+from sdk import net
 
 if TYPE_CHECKING:
     from gpuprov.plandoc import PlanDocument
@@ -121,8 +123,10 @@ def register(app: typer.Typer) -> None:
             False, "--buy-later", help="launch reserved instances not bought yet: they bill on demand until bought"
         ),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
+        deadline: float = typer.Option(None, "--deadline", help=common.deadline_help("apply")),
     ) -> None:
         """Launch and terminate instances until the clouds run the plan's current slot."""
+        common.start_deadline(deadline, "apply")
         if not 1 <= concurrency <= 256:
             raise UsageError(f"--concurrency must be between 1 and 256, got {concurrency}")
         fmt = common.parse_output(output, ("table", "json"))
@@ -190,11 +194,7 @@ def register(app: typer.Typer) -> None:
         from gpuprov.progress import Line
 
         line = Line()
-        counts = {"launched": 0, "terminated": 0}
-
-        def progress(event: str, what: Any) -> None:
-            counts[event] = counts.get(event, 0) + (len(what) if isinstance(what, list | tuple) else 1)
-            line.update(f"apply {doc.plan_id}: {counts['launched']} launched, {counts['terminated']} terminated")
+        progress = _Progress(line, f"apply {doc.plan_id}")
 
         def failover(message: str) -> None:
             line.close()
@@ -210,7 +210,7 @@ def register(app: typer.Typer) -> None:
                     who,
                     common.now,
                     service.Guards(
-                        before_call=lock.guard,
+                        before_call=_checked(lock.guard),
                         budget_per_hour=cap,
                         max_launch=limit,
                         concurrency=concurrency,
@@ -233,8 +233,10 @@ def register(app: typer.Typer) -> None:
         owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
         cached: bool = typer.Option(False, "--cached", help="show the database's mirror; call no cloud"),
         output: str = typer.Option("table", "--output", "-o", help="table or json"),
+        deadline: float = typer.Option(None, "--deadline", help=common.deadline_help("status")),
     ) -> None:
         """Owned instances by plan, market and zone, with their hourly cost, against their plan."""
+        common.start_deadline(deadline, "status")
         fmt = common.parse_output(output, ("table", "json"))
         from gpuprov import config, render
         from gpuprov import status as service
@@ -251,8 +253,8 @@ def register(app: typer.Typer) -> None:
             handles = mirrored
         else:
             drivers, skipped = driver_factory.for_owner(cfg, who, [], state)
-            if not drivers and not skipped:
-                common.warn("no cloud is configured: nothing was asked (see gpuprov's config file)")
+            if not drivers:
+                _nothing_asked(skipped, "status has nothing live to show")
             handles, failed = _describe(drivers, who)
             if not failed:
                 state.mirror(who, handles, common.now())
@@ -282,8 +284,10 @@ def register(app: typer.Typer) -> None:
         owner: str = typer.Option(None, "--owner", help="fleet name (config: owner)"),
         yes: bool = typer.Option(False, "--yes", "-y", help="act; without it, list what would end"),
         wait: float = typer.Option(0.0, "--wait", help=WAIT_HELP),
+        deadline: float = typer.Option(None, "--deadline", help=common.deadline_help("destroy")),
     ) -> None:
         """Terminate every instance gpuprov owns (or one plan's), idempotently, in every cloud it can ask."""
+        common.start_deadline(deadline, "destroy")
         from gpuprov import config
         from gpuprov.store.lease import FleetLock, Leases
         from gpuprov.store.state import StateStore
@@ -299,10 +303,7 @@ def register(app: typer.Typer) -> None:
         drivers, skipped = driver_factory.for_owner(cfg, who, docs, state)
         out = common.console()
         if not drivers:
-            raise ConfigError(
-                "no cloud is configured or has credentials, and this fleet has used none: nothing was asked",
-                hint="configure the clouds the fleet runs in (see gpuprov/config.py)",
-            )
+            _nothing_asked(skipped, "destroy terminated nothing")
         if not yes:
             actual, failed = _describe(drivers, who)
             doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
@@ -314,7 +315,24 @@ def register(app: typer.Typer) -> None:
             actual, failed = _describe(drivers, who)
             doomed = [h for h in actual if not plan or h.plan_id == docs[0].plan_id]
             d = Diff(plan_id=docs[0].plan_id if docs else "destroy", slot=0, terminate=doomed)
-            execute(d, drivers, state, who, common.now, max_launch=0, fault=_fault(), before_call=lock.guard)
+            net.did(f"terminated 0 of {len(doomed)} instances")
+            ended: list[Any] = []
+
+            def progress(kind: str, what: Any) -> None:
+                ended.extend(what)
+                net.did(f"terminated {len(ended)} of {len(doomed)} instances")
+
+            execute(
+                d,
+                drivers,
+                state,
+                who,
+                common.now,
+                max_launch=0,
+                fault=_fault(),
+                before_call=_checked(lock.guard),
+                progress=progress,
+            )
             remaining, failed_after = _describe(drivers, who)
             failed = {**failed, **failed_after}
             if not failed:
@@ -326,6 +344,43 @@ def register(app: typer.Typer) -> None:
         else:
             out.print(f"terminated {len(doomed)} instances of fleet {who}; {len(remaining)} remain")
         _fail_if_unasked(failed, skipped, "destroy could not end what runs in")
+
+
+def _checked(guard: Callable[[], None]) -> Callable[[], None]:
+    """Before every cloud call: the command's deadline (sdk/net.py), then the lease."""
+
+    def check() -> None:
+        net.check("calling the clouds")
+        guard()
+
+    return check
+
+
+class _Progress:
+    """What apply has done so far (launched, terminated): the terminal's progress line, and the
+    message if its deadline passes."""
+
+    def __init__(self, line: Any, title: str) -> None:
+        self.counts: dict[str, int] = {"launched": 0, "terminated": 0}
+        self.line, self.title = line, title
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, what: Any) -> None:
+        with self._lock:
+            self.counts[kind] = self.counts.get(kind, 0) + (len(what) if isinstance(what, list | tuple) else 1)
+            n = self.counts[kind]
+            text = f"{self.title}: {self.counts['launched']} launched, {self.counts['terminated']} terminated"
+        self.line.update(text)
+        net.did(f"{kind} {n} instances")
+
+
+def _nothing_asked(skipped: Mapping[Cloud, str], what: str) -> None:
+    """``status`` and ``destroy`` alike when no cloud could be made a driver: exit 2, naming why."""
+    why = f" ({_unasked({}, skipped)})" if skipped else ""
+    raise ConfigError(
+        f"no cloud is configured or has credentials, and this fleet has used none{why}: nothing was asked, {what}",
+        hint="configure the clouds the fleet runs in (see gpuprov/config.py), or use status --cached",
+    )
 
 
 def _describe(drivers: Mapping[Cloud, Any], who: str) -> tuple[list[Any], dict[Cloud, str]]:

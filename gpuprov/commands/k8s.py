@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -72,8 +72,8 @@ def register(app: typer.Typer) -> None:
             if plan is not None or out is not None:
                 raise UsageError("--check takes only a directory")
             folder = Path(check)
-            if not folder.is_dir():
-                raise UsageError(f"not a directory: {names.show(check, 80)}")
+            if len(check) > common.MAX_PATH or not folder.is_dir():
+                raise UsageError(f"not a directory: {names.show_path(check)}")
             problems = _check(folder)
             for p in problems:
                 typer.echo(p)
@@ -110,6 +110,12 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"--at: not an ISO 8601 time: {names.show(at)}") from None
             if when.tzinfo is None:
                 raise UsageError("--at needs a UTC offset")
+            try:
+                when = when.astimezone(UTC)
+            except OverflowError:  # 0001-01-01T00:00+14:00 is before year 1 in UTC
+                raise UsageError(f"--at {names.show(at)} is outside the years a calendar holds") from None
+            if not 1970 <= when.year <= 9000:
+                raise UsageError(f"--at {names.show(at)}: a time between 1970 and 9000 is needed")
         from k8s.render import Params, dump, edges, gcp_note, render, window_cronjobs
 
         doc = common.load_plan(plan)
@@ -166,9 +172,7 @@ def _out_dir(out: str) -> Path:
     """``--out`` as a directory gpuprov may replace whole: absent, empty, or holding only what
     ``gpuprov k8s`` writes (the names in ``k8s.render.OUTPUT_FILE``); anything else is refused,
     never deleted."""
-    if not out.strip():
-        raise UsageError("--out needs a directory name")
-    target = Path(out)
+    target = common.output_path(out, "--out")  # not empty, not too long, not a link, not a system directory
     if target.name in ("", ".", ".."):
         raise UsageError(f"--out {names.show(out, 80)}: name a directory gpuprov can replace, not . or .. or /")
     resolved = target.resolve()

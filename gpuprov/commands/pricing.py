@@ -25,10 +25,15 @@ def refresh_cmd(
     gpu_type: list[str] = typer.Option(None, "--type", help="only these GPU types (others carry over)"),
     workers: int = typer.Option(16, "--workers", help="requests in flight at once"),
     timeout: float = typer.Option(600.0, "--timeout", help="seconds a source may take"),
+    deadline: float = typer.Option(None, "--deadline", help=common.deadline_help("pricing refresh")),
 ) -> None:
     """Fetch on-demand, spot and reserved prices from the clouds' APIs into a new snapshot per cloud."""
-    if workers < 1 or timeout <= 0:
-        raise UsageError("--workers must be at least 1 and --timeout positive")
+    common.start_deadline(deadline, "pricing refresh")
+    if not 1 <= workers <= 256:
+        raise UsageError(f"--workers must be between 1 and 256, got {workers}")
+    from sdk import net
+
+    timeout = net.remaining(common.parse_seconds(timeout, "--timeout"))
     clouds = common.parse_clouds(cloud)
     names: set[str] = set()
     from pricing.gpus import resolve
@@ -141,6 +146,7 @@ def export_cmd(
     fmt: str = typer.Option("gpuprov", "--format", help="gpuprov (the only export format)"),
     cloud: list[str] = typer.Option(None, "--cloud", help="only these clouds"),
     out: str = typer.Option(None, "--out", help="write to this file (default: standard output)"),
+    force: bool = typer.Option(False, "--force", help="write through a symbolic link or into a system directory"),
 ) -> None:
     """Write the current catalog (every cloud's current snapshot) as gpuprov CSV."""
     if fmt != "gpuprov":
@@ -149,17 +155,17 @@ def export_cmd(
     from pricing.gpuprov_csv import write_offers
     from pricing.gpus import GPUS
 
+    target = None if out is None else common.output_path(out, "--out", force, file=True)
     catalog, _ = common.open_catalog()
     # Azure sizes as Microsoft's size tables give them, also for offers stored before that was applied
     found = catalog.offers([g.name for g in GPUS], common.parse_clouds(cloud))
     offers = sorted((corrected(o) for o in found), key=lambda o: o.key)
-    if out is None:
+    if target is None:
         write_offers(offers, sys.stdout)
         return
     import os
     import tempfile
 
-    target = Path(out)
     if target.is_dir():
         raise UsageError(f"--out {names.show(out, 80)} is a directory; give a file name")
     try:
@@ -236,11 +242,12 @@ def _buckets(advisor: Any) -> dict[str, int]:
 @spot_advisor_app.command("refresh")
 def spot_advisor_refresh(
     timeout: float = typer.Option(60.0, "--timeout", help="seconds to wait for the feed to answer"),
+    deadline: float = typer.Option(None, "--deadline", help=common.deadline_help("pricing spot-advisor refresh")),
 ) -> None:
     """Fetch AWS's public Spot Advisor feed (anonymous HTTPS), keep the GPU families and store it;
     spot offers then take their interruption rate from it. A bad or empty feed changes nothing."""
-    if not timeout > 0 or timeout > 3600:
-        raise UsageError("--timeout must be positive and at most 3600 seconds")
+    common.start_deadline(deadline, "pricing spot-advisor refresh")
+    timeout = common.parse_seconds(timeout, "--timeout")
     from gpuprov.store.spot_advisor import SpotAdvisorStore
     from pricing import spot_advisor, spot_risk
 

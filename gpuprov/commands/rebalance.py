@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import time
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -26,10 +27,23 @@ rebalance_app = typer.Typer(
 
 
 def _cron(every: timedelta) -> str:
-    minutes = int(every.total_seconds() // 60)
+    seconds = int(every.total_seconds())
+    if seconds % 60:
+        raise UsageError(f"a CronJob runs at whole minutes: --every {seconds}s is not one (e.g. 1m, 2m, 15m)")
+    minutes = seconds // 60
     if minutes < 1 or (minutes < 60 and 60 % minutes) or (minutes >= 60 and (minutes % 60 or 24 % (minutes // 60))):
         raise UsageError("a CronJob needs --every that divides an hour or a day (e.g. 5m, 15m, 1h, 6h)")
     return f"*/{minutes} * * * *" if minutes < 60 else f"0 */{minutes // 60} * * *"
+
+
+def _duration(text: str) -> timedelta:
+    """--deadline: whole seconds (``600``) or a duration (``90s``, ``30m``, ``1h``), 1 s to a day."""
+    if text.strip().isdigit() and len(text.strip()) <= 9:
+        common.parse_seconds(float(text), "--deadline")
+        return timedelta(seconds=int(text))
+    found = common.parse_every(text)
+    common.parse_seconds(found.total_seconds(), "--deadline")
+    return found
 
 
 def _world(owner: str, plan: str | None, cfg: Any) -> Any:
@@ -82,6 +96,7 @@ def _emit(
     deadline: str,
     tuning: list[tuple[str, str]],
     cfg: Any,
+    force: bool = False,
 ) -> None:
     from pathlib import Path
 
@@ -91,6 +106,10 @@ def _emit(
     interval = common.parse_every(every) if every else timedelta(minutes=15)
     if plan is not None and not names.PLAN_ID.fullmatch(plan):
         raise UsageError(f"--plan: {names.show(plan)} is not a plan id")
+    if plan is not None:  # the units' first pass reads it from this database: it must be there
+        from gpuprov.store.plans import PlanStore
+
+        plan = PlanStore().get(plan).plan_id
     if kind not in ("cronjob", "systemd"):
         raise UsageError(f"unknown --emit {names.show(kind)}", "choose cronjob or systemd")
     _settings(who, cfg, True, *[v for _f, v in tuning])  # the tuning values must parse as a pass would
@@ -106,7 +125,7 @@ def _emit(
         every=interval,
         tuning=tuning,
         annotations=annotations,
-        deadline=common.parse_every(deadline),
+        deadline=_duration(deadline),
     )
     files: dict[str, tuple[str, int]] = {}
     if kind == "cronjob":
@@ -118,15 +137,33 @@ def _emit(
             )
         config_text: str | None = None
         config_files: dict[str, str] = {}
+        secret_files: list[str] = []
         if cfg.path is not None:
             from gpuprov.safeyaml import read_text
 
-            config_text, config_files = emit.check_config(
+            config_text, config_files, secret_files = emit.check_config(
                 read_text(cfg.path, str(cfg.path)), str(cfg.path), dict(cfg.bootstrap.scripts)
             )
         from dataclasses import replace as _replace
 
-        job = _replace(job, image=emit.check_image(image), config_yaml=config_text, config_files=config_files)
+        job = _replace(
+            job,
+            image=emit.check_image(image),
+            config_yaml=config_text,
+            config_files=config_files,
+            secret_files=secret_files,
+        )
+        if secret_files:
+            clouds = [f.removeprefix("bootstrap-").removesuffix(".sh") for f in secret_files]
+            what = ", ".join(f"bootstrap.{c} ({cfg.bootstrap.credential(c)})" for c in clouds)
+            sources = " ".join(
+                f"--from-file={f}={names.show_path(cfg.bootstrap.paths.get(c, f))}"
+                for f, c in zip(secret_files, clouds, strict=True)
+            )
+            common.warn(
+                f"{what} look like they hold credentials: not copied into the manifest, read from the Secret "
+                f"{emit.BOOTSTRAP_SECRET}; create it: kubectl create secret generic {emit.BOOTSTRAP_SECRET} {sources}"
+            )
         files["rebalance.yaml"] = (emit.dump(emit.kubernetes(job, _cron(interval))), 0o644)
     else:
         import shutil
@@ -134,20 +171,35 @@ def _emit(
         exe = shutil.which("gpuprov", path=str(Path(sys.executable).parent)) or str(
             Path(sys.executable).parent / "gpuprov"
         )
+        from gpuprov.store.db import sqlite_path
+
         env_file = str(Path(out).resolve() / "gpuprov.env") if out else "/etc/gpuprov/env"
-        for name, text in emit.systemd(job, exe, user, env_file).items():
+        url = database_url()
+        db_file = sqlite_path(url)
+        writable = [str(db_file.resolve().parent)] if db_file is not None else []
+        if db_file is not None and str(db_file.resolve()).startswith(("/tmp/", "/var/tmp/")):
+            common.warn(
+                f"the units run with PrivateTmp=yes: the database {names.show_path(str(db_file))} is under /tmp, "
+                "which they do not see; put it elsewhere (GPUPROV_DATABASE_URL) and emit them again"
+            )
+        for name, text in emit.systemd(job, exe, user, env_file, writable).items():
             files[name] = (text, 0o644)
+        env = {"GPUPROV_DATABASE_URL": url if db_file is None else f"sqlite:///{db_file.resolve()}"}
+        if cfg.path is not None:
+            env["GPUPROV_CONFIG"] = str(cfg.path.resolve())
         if out:
             from gpuprov.store.database import masked
 
-            files["gpuprov.env"] = (f"GPUPROV_DATABASE_URL={database_url()}\n", 0o600)
-            common.warn(f"the units run {exe}; {masked(database_url())} is in {env_file} (mode 0600)")
+            files["gpuprov.env"] = ("".join(f"{k}={emit.env_value(v)}\n" for k, v in env.items()), 0o600)
+            common.warn(f"the units run {exe} as {user}; {masked(url)} is in {env_file} (mode 0600)")
+            if db_file is not None:
+                common.warn(f"{user} must be able to write {db_file.resolve().parent} (ReadWritePaths of the unit)")
     if out is None:
         for name, (text, _mode) in files.items():
             if not name.endswith(".env"):
                 typer.echo(f"# {name}\n{text}", nl=False)
         return
-    _write_files(Path(out), files)
+    _write_files(common.output_path(out, "--out", force), files)
     for name in files:
         common.console().print(f"wrote {Path(out) / name}")
 
@@ -247,7 +299,10 @@ def rebalance(
         None, "--service-account-annotation", help="KEY=VALUE on the ServiceAccount (IRSA, workload identity)"
     ),
     user: str = typer.Option("gpuprov", "--user", help="--emit systemd: the user the pass runs as"),
-    deadline: str = typer.Option("30m", "--deadline", help="--emit: a pass is stopped after this long"),
+    force: bool = typer.Option(False, "--force", help="--emit --out: write through a link or into a system directory"),
+    deadline: str = typer.Option(
+        "30m", "--deadline", help="a pass is stopped after this long (seconds, or 90s, 15m, 1h); --emit: in the units"
+    ),
     output: str = typer.Option("table", "--output", "-o", help="table or json"),
 ) -> None:
     """One rebalancing pass, or a service that runs one every interval."""
@@ -281,6 +336,7 @@ def rebalance(
                 ("--lead", lead),
             ],
             cfg,
+            force,
         )
         return
     if plan is not None and not names.PLAN_ID.fullmatch(plan):  # a plan file: stored, then followed by id
@@ -289,9 +345,13 @@ def rebalance(
         doc = common.load_plan(plan)
         PlanStore().save(doc)
         plan = doc.plan_id
+    budget = _duration(deadline).total_seconds()
+    if once:
+        common.start_deadline(budget, "rebalance")
     settings = _settings(who, cfg, not yes, share, min_saving, min_fraction, hysteresis, lead)
     interval = common.parse_every(every) if every else timedelta(0)
     from gpuprov.rebalance import SystemClock, run_pass
+    from sdk import net
 
     clock = SystemClock()
     world = _world(who, plan, cfg)
@@ -307,10 +367,13 @@ def rebalance(
     signal.signal(signal.SIGINT, on_term)
     while not stop["now"]:
         started = clock.now()
+        net.start(budget, "gpuprov rebalance pass", started=time.monotonic())
         try:
             _show(run_pass(world, settings, clock, initial_plan=plan), fmt)
         except GpuprovError as exc:
             common.warn(f"pass failed: {exc.message}")
+        finally:
+            net.stop()
         wait = interval - (clock.now() - started)
         deadline = clock.now() + wait
         while not stop["now"] and clock.now() < deadline:

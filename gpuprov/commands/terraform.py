@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
         capacity_reservation: bool = typer.Option(
             False, "--capacity-reservation", help="AWS: also reserve capacity for the reserved instances"
         ),
+        force: bool = typer.Option(False, "--force", help="write through a symbolic link or into a system directory"),
     ) -> None:
         """Write a saved plan as Terraform JSON that scales itself on the schedule; or check a directory."""
         from terraform.schema_check import check_dir, check_files
@@ -32,28 +33,34 @@ def register(app: typer.Typer) -> None:
             if plan is not None or out is not None:
                 raise UsageError("--check takes only a directory")
             folder = Path(check)
-            if not folder.is_dir():
-                raise UsageError(f"not a directory: {check}")
+            if len(check) > common.MAX_PATH or not folder.is_dir():
+                raise UsageError(f"not a directory: {names.show_path(check)}")
             problems = check_dir(folder)
             for p in problems:
                 typer.echo(str(p))
             files = sorted(folder.glob("*.tf.json"))
             if problems:
-                raise ConfigError(f"{len(problems)} problems in {len(files)} files under {check}")
+                raise ConfigError(f"{len(problems)} problems in {len(files)} files under {names.show_path(check)}")
             typer.echo(f"{len(files)} files under {check} match the provider schemas")
             return
         if plan is None or out is None:
             raise UsageError("give a PLAN and --out DIR (or --check DIR)")
-        if not out.strip():
-            raise UsageError("--out needs a directory name")
-        if Path(out).exists() and not Path(out).is_dir():
-            raise UsageError(f"--out {names.show(out, 80)} is a file, not a directory")
+        out_dir = common.output_path(out, "--out", force)
+        if out_dir.exists() and not out_dir.is_dir():
+            raise UsageError(f"--out {names.show_path(out)} is a file, not a directory")
         from gpuprov import config
         from terraform.plan import PlanFormatError
         from terraform.render import render_plan
         from terraform.write import write_files
 
         bootstrap = config.load().bootstrap  # the VMs' user data, from the config (none: none rendered)
+        for cloud in sorted(bootstrap.scripts):
+            found = bootstrap.credential(cloud)
+            if found is not None:  # a Terraform file (and its state) is no place for a credential
+                raise ConfigError(
+                    f"bootstrap.{cloud} holds what looks like {found}: gpuprov does not copy it into Terraform",
+                    hint="have the script fetch its secret at boot (instance role, secret manager), then render again",
+                )
         doc = common.load_plan(plan)
         try:
             files = render_plan(doc, capacity_reservation=capacity_reservation, bootstrap=bootstrap)
@@ -66,9 +73,9 @@ def register(app: typer.Typer) -> None:
                 hint="this is a gpuprov bug; please report it with the plan",
             )
         try:
-            written = write_files(files, Path(out))
+            written = write_files(files, out_dir)
         except OSError as exc:
-            raise UsageError(f"cannot write to {names.show(out, 80)}: {exc.strerror}") from None
+            raise UsageError(f"cannot write to {names.show_path(out)}: {exc.strerror}") from None
         console = common.console()
         for path in written:
             console.print(f"wrote {path}")

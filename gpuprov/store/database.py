@@ -28,16 +28,20 @@ ADDED_COLUMNS = (("gpuprov_offer", "gpu_fraction", "VARCHAR"), ("gpuprov_offer",
 
 
 def masked(url: str) -> str:
-    """A database URL fit to print: any password replaced by ***."""
-    import re
+    """A database URL fit to print: any password replaced by *** (gpuprov/secrets.py, in any
+    form: userinfo, ?password=, a DSN's password=, a URL that does not parse)."""
+    from gpuprov.secrets import mask
 
-    return re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", url)
+    return mask(url)
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an error, without SQLAlchemy's statement and parameters."""
+def first_line(exc: BaseException, url: str = "") -> str:
+    """The first line of an error, without SQLAlchemy's statement and parameters, and without
+    any piece of ``url``'s password (a driver may quote one where it split the URL wrongly)."""
+    from gpuprov.secrets import mask, secret_parts
+
     text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
+    return mask(text[0] if text else type(exc).__name__, secret_parts(url))[:300]
 
 
 def parse_time(value: Any) -> datetime:
@@ -62,9 +66,9 @@ class Database:
         try:
             yield
         except SQLAlchemyError as exc:
-            raise StoreError(f"{what}: {first_line(exc)}", hint=f"database {masked(self.url)}") from exc
+            raise StoreError(f"{what}: {first_line(exc, self.url)}", hint=f"database {masked(self.url)}") from exc
         except sqlite3.Error as exc:
-            raise StoreError(f"{what}: {first_line(exc)}", hint=f"database {masked(self.url)}") from exc
+            raise StoreError(f"{what}: {first_line(exc, self.url)}", hint=f"database {masked(self.url)}") from exc
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or database_url()
@@ -90,7 +94,7 @@ class Database:
                     row.value = value
                 session.commit()
         except SQLAlchemyError as exc:
-            raise StoreError(f"could not store {what}: {first_line(exc)}") from exc
+            raise StoreError(f"could not store {what}: {first_line(exc, self.url)}") from exc
 
     def _records(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Rows as mappings by column name (what the SELECT names them), not by position."""
@@ -107,12 +111,12 @@ class Database:
             try:
                 con = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc)}") from exc
+                raise StoreError(f"cannot open the catalog at {self._path}: {first_line(exc, self.url)}") from exc
             try:
                 cur = con.execute(sql, params)
                 return [d[0] for d in cur.description or ()], list(cur.fetchall())
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the catalog at {self._path}: {first_line(exc)}") from exc
+                raise StoreError(f"cannot read the catalog at {self._path}: {first_line(exc, self.url)}") from exc
             finally:
                 con.close()
         from sqlalchemy import text
@@ -123,7 +127,7 @@ class Database:
                 result = sa_con.execute(text(sql), params)
                 return list(result.keys()), [tuple(r) for r in result.all()]
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {first_line(exc)}") from exc
+            raise StoreError(f"cannot read the catalog: {exc.__class__.__name__}: {first_line(exc, self.url)}") from exc
 
     def _schema_version(self) -> str | None:
         """The stored schema version, or None where the schema has not been created yet."""
@@ -172,7 +176,7 @@ class Database:
                 args = {"timeout": BUSY_TIMEOUT_S} if self.url.startswith("sqlite") else {}
                 engine = create_engine(self.url, connect_args=args)
             except Exception as exc:  # bad URL, missing driver: one clear line
-                raise StoreError(f"cannot use database URL {masked(self.url)!r}: {first_line(exc)}") from exc
+                raise StoreError(f"cannot use database URL {masked(self.url)!r}: {first_line(exc, self.url)}") from exc
             if engine.dialect.name == "sqlite":
 
                 @event.listens_for(engine, "connect")
@@ -224,4 +228,6 @@ class Database:
 
                     time.sleep(0.05 * (attempt + 1))
                     continue
-                raise StoreError(f"cannot create the catalog schema at {masked(self.url)}: {first_line(exc)}") from exc
+                raise StoreError(
+                    f"cannot create the catalog schema at {masked(self.url)}: {first_line(exc, self.url)}"
+                ) from exc

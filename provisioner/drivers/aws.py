@@ -6,19 +6,32 @@ in every account; the driver maps it to this account's zone name with
 ``describe_availability_zones``. Idempotency does not rest on EC2's ClientToken (moto does
 not honour it, and EC2 refuses a reused token after termination): the token is a tag, and
 ``launch`` looks it up before calling ``run_instances``; the ClientToken is still passed.
-Retries: botocore's standard retry mode (throttling and 5xx, with backoff) for every call but
+Retries: botocore's standard retry mode (throttling and 5xx, with backoff) within the network
+policy (``sdk/net.py``: failed connections retried twice, a hung server not at all, then
+"cannot reach aws <endpoint>", never retried by the launch loop) for every call but
 ``run_instances``, which gets a single attempt per try: between tries the driver looks the
 token up again, because a call that failed on the wire (a timeout, a 503 after the fact)
 may still have started the instance. So a retried launch never makes a duplicate.
+
+Gangs: a training gang's instances launch in one cluster placement group per (fleet,
+workload, zone), found by name (``describe_placement_groups``) or created
+(``create_placement_group``, strategy ``cluster``; a concurrent creation's
+``InvalidPlacementGroup.Duplicate`` counts as found), once per driver.
+
+Any answer the driver does not expect (a shape botocore cannot parse, a missing key, an SDK
+exception it does not know) is one ``ProvisioningError`` line naming the call, never a traceback
+(``_boundary``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,9 +39,11 @@ from gpuprov.bootstrap import Bootstrap
 from gpuprov.errors import (
     CapacityError,
     CredentialsError,
+    GpuprovError,
     ProvisioningError,
     QuotaError,
     TransientError,
+    UnreachableError,
 )
 from gpuprov.models import Cloud, Market, Site
 from provisioner.base import (
@@ -75,6 +90,8 @@ class AwsDriver:
         self._config = sdk_aws.config(max_attempts=max_attempts)
         self._once = sdk_aws.config(total_max_attempts=1)
         self.max_attempts = max_attempts
+        self._groups: set[tuple[str, str]] = set()  # (region, name) of placement groups known to exist
+        self._grouping = threading.Lock()  # a gang's launches run at once: one of them makes the group
         self._sleep = sleep
         self._clients: dict[str, Any] = {}
         self._launchers: dict[str, Any] = {}
@@ -84,13 +101,13 @@ class AwsDriver:
     # -- plumbing --------------------------------------------------------------------
     def client(self, region: str) -> Any:
         if region not in self._clients:
-            self._clients[region] = self._session.client("ec2", region_name=region, config=self._config)
+            self._clients[region] = sdk_aws.client(self._session, "ec2", region, self._config)
         return self._clients[region]
 
     def launcher(self, region: str) -> Any:
         """A client without botocore retries, for run_instances (see the module docstring)."""
         if region not in self._launchers:
-            self._launchers[region] = self._session.client("ec2", region_name=region, config=self._once)
+            self._launchers[region] = sdk_aws.client(self._session, "ec2", region, self._once)
         return self._launchers[region]
 
     def _translate(self, what: str, exc: Any, pool: Site | None = None) -> ProvisioningError:
@@ -115,18 +132,17 @@ class AwsDriver:
             return TransientError(f"AWS {what} kept failing after retries: {code}")
         return ProvisioningError(f"AWS {what} failed: {code}: {message}")
 
-    def _call(self, what: str, fn: Any, pool: Site | None = None, **kwargs: Any) -> Any:
-        """Call EC2 and translate its failures into gpuprov's error tree."""
+    def _call(self, what: str, fn: Any, pool: Site | None = None, _via: Any = None, **kwargs: Any) -> Any:
+        """Call EC2 and translate its failures into gpuprov's error tree (``_via``: the client,
+        when ``fn`` is not one of its methods, to name its endpoint)."""
         try:
             return fn(**kwargs)
         except self._exc.ClientError as exc:
             raise self._translate(what, exc, pool) from exc
-        except self._exc.NoCredentialsError as exc:
-            raise CredentialsError(
-                "no AWS credentials found", hint="configure a profile, environment variables or an instance role"
-            ) from exc
-        except (self._exc.EndpointConnectionError, self._exc.ConnectTimeoutError, self._exc.ReadTimeoutError) as exc:
-            raise TransientError(f"AWS {what}: cannot reach the endpoint") from exc
+        except GpuprovError:
+            raise
+        except Exception as exc:  # the network, or an answer botocore cannot read
+            raise sdk_aws.translated(exc, what, _via or getattr(fn, "__self__", None)) from exc
 
     def zone_name(self, region: str, zone: str) -> str:
         """This account's zone name for a catalog zone (an AZ id like use1-az1, or a name)."""
@@ -180,17 +196,43 @@ class AwsDriver:
         )
 
     def _find(self, region: str, filters: list[dict[str, Any]]) -> list[InstanceHandle]:
-        paginator = self.client(region).get_paginator("describe_instances")
+        ec2 = self.client(region)
+        paginator = ec2.get_paginator("describe_instances")
         pages = self._call(
             "describe_instances",
             lambda: list(
                 paginator.paginate(Filters=[*filters, {"Name": "instance-state-name", "Values": LIVE_STATES}])
             ),
+            _via=ec2,
         )
         return [self._handle(region, i) for page in pages for r in page["Reservations"] for i in r["Instances"]]
 
+    @contextlib.contextmanager
+    def _boundary(self, what: str) -> Iterator[None]:
+        """The last resort of every verb: whatever escaped the translation is one error line."""
+        try:
+            yield
+        except GpuprovError:
+            raise
+        except self._exc.ClientError as exc:
+            raise self._translate(what, exc) from exc
+        except Exception as exc:
+            raise sdk_aws.translated(exc, what) from exc
+
     # -- the three verbs ----------------------------------------------------------------
     def describe(self, owner: str) -> list[InstanceHandle]:
+        with self._boundary("describe_instances"):
+            return self._describe(owner)
+
+    def launch(self, request: LaunchRequest) -> InstanceHandle:
+        with self._boundary(f"launch {request.instance_type[:40]} in {request.zone or request.region}"):
+            return self._launch(request)
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        with self._boundary("terminate_instances"):
+            self._terminate(instance_ids)
+
+    def _describe(self, owner: str) -> list[InstanceHandle]:
         """Instances of this fleet in every region of the driver (all the account's regions when
         none were given). The owner is matched exactly: EC2 filter values treat * and ? as
         wildcards, so a name carrying them is refused, and every answer is checked again."""
@@ -219,7 +261,7 @@ class AwsDriver:
             self.regions = sorted(r["RegionName"] for r in answer.get("Regions", []))
         return self.regions
 
-    def launch(self, request: LaunchRequest) -> InstanceHandle:
+    def _launch(self, request: LaunchRequest) -> InstanceHandle:
         if request.region not in self.regions:
             self.regions = sorted({*self.regions, request.region})
         existing = self._find(request.region, [{"Name": f"tag:{TOKEN_TAG}", "Values": [request.token]}])
@@ -274,6 +316,13 @@ class AwsDriver:
             try:
                 out = self._call("run_instances", self.launcher(request.region).run_instances, pool=pool, **params)
                 return self._handle(request.region, out["Instances"][0])
+            except UnreachableError:
+                # no answer to a sent RunInstances: it may have started the instance. One look by
+                # its token (which, if the endpoint is gone, fails the same way), never a new call
+                started = self._find(request.region, token_filter)
+                if started:
+                    return started[0]
+                raise
             except TransientError:
                 if attempt == self.max_attempts:
                     raise
@@ -284,7 +333,30 @@ class AwsDriver:
         raise TransientError("AWS run_instances: no attempt left")  # unreachable: the loop returns or raises
 
     def _placement_group(self, region: str, name: str) -> None:
+        """The gang's cluster placement group: found by name, else created (idempotent)."""
+        with self._grouping:
+            self._find_or_create_group(region, name)
+
+    def _find_or_create_group(self, region: str, name: str) -> None:
+        if (region, name) in self._groups:
+            return
         ec2 = self.client(region)
+        try:
+            found = ec2.describe_placement_groups(GroupNames=[name])
+        except self._exc.ClientError as exc:
+            if sdk_aws.code_of(exc) != "InvalidPlacementGroup.Unknown":
+                raise self._translate("describe_placement_groups", exc) from exc
+            found = {"PlacementGroups": []}
+        groups = [g for g in found.get("PlacementGroups", []) if g.get("GroupName") == name]
+        if groups:
+            strategy = str(groups[0].get("Strategy") or "cluster")
+            if strategy != "cluster":
+                raise ProvisioningError(
+                    f"AWS placement group {name} in {region} exists with strategy {strategy[:20]}",
+                    hint="a gang needs a cluster placement group: delete or rename that group",
+                )
+            self._groups.add((region, name))
+            return
         try:
             ec2.create_placement_group(
                 GroupName=name,
@@ -292,10 +364,11 @@ class AwsDriver:
                 TagSpecifications=[{"ResourceType": "placement-group", "Tags": [{"Key": OWNER_TAG, "Value": name}]}],
             )
         except self._exc.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "InvalidPlacementGroup.Duplicate":
+            if sdk_aws.code_of(exc) != "InvalidPlacementGroup.Duplicate":
                 raise self._translate("create_placement_group", exc) from exc
+        self._groups.add((region, name))
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
+    def _terminate(self, instance_ids: Sequence[str]) -> None:
         by_region: dict[str, list[str]] = {}
         for full in instance_ids:
             region, _, iid = full.partition("/")

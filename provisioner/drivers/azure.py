@@ -25,11 +25,25 @@ Idempotency
     ``launch`` GETs the name first and returns a live VM as is; a PUT on an existing name is
     itself idempotent in ARM. Capacity errors leave the pool's zone element as the region
     (Azure VMs here are regional): ``pool = ("azure", region, vm_size, market)``.
+
+Gangs
+    A training gang's VMs are placed in one proximity placement group (``Standard``) per
+    (fleet, workload, region), found by name (GET) or created (PUT, idempotent in ARM) before
+    the first of them, once per driver; its name is the placement group's, made a valid ARM
+    name (``ppg_name``).
+
+Network and surprises
+    Clients and the credential take the network policy (``sdk/azure.py``: connection retries,
+    timeouts, the deadline); an answer the driver does not expect is one ``ProvisioningError``
+    line, never a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +53,7 @@ from gpuprov.errors import (
     CapacityError,
     ConfigError,
     CredentialsError,
+    GpuprovError,
     ProvisioningError,
     QuotaError,
     TransientError,
@@ -51,6 +66,7 @@ from provisioner.base import (
     read_tags,
 )
 from sdk import azure as sdk_azure
+from sdk import net
 
 DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 NETWORK_API_VERSION = "2020-11-01"
@@ -93,6 +109,18 @@ def vm_name(token: str) -> str:
     return f"gpuprov-{token}"
 
 
+_PPG = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?")
+
+
+def ppg_name(placement_group: str) -> str:
+    """A proximity placement group name (1-80 of letters, digits, ``_.-``, no ``.``/``-`` at the
+    end): the group's own name where it is one, else a readable prefix and 12 hex of its SHA-256."""
+    if _PPG.fullmatch(placement_group):
+        return placement_group
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "-", placement_group).strip("-.")[:60].rstrip("-.") or "gpuprov"
+    return f"{text}-{hashlib.sha256(placement_group.encode()).hexdigest()[:12]}"
+
+
 def _sdk() -> tuple[Any, Any]:
     """ComputeManagementClient and its models (sdk/azure.py: loaded lazily, one missing-extra error)."""
     azure = sdk_azure.load("the Azure driver")
@@ -117,6 +145,10 @@ def translate(exc: BaseException, pool: Site, what: str) -> ProvisioningError:
     """Map an azure-core error to gpuprov's tree. Messages carry ARM codes, never credentials."""
     from azure.core import exceptions as aexc
 
+    if sdk_azure.unreachable(exc) is not None or isinstance(exc, aexc.DecodeError):
+        found = sdk_azure.translated(exc, what)
+        if isinstance(found, ProvisioningError):
+            return found
     if isinstance(exc, aexc.ClientAuthenticationError):
         return CredentialsError(
             f"{what}: Azure refused or could not get credentials ({type(exc).__name__})",
@@ -156,10 +188,12 @@ def _boundary(pool: Site, what: str) -> Iterator[None]:
 
     try:
         yield
-    except ProvisioningError:
+    except GpuprovError:
         raise
     except aexc.AzureError as exc:
         raise translate(exc, pool, what) from exc
+    except Exception as exc:  # an answer the SDK could not read, or one the driver did not expect
+        raise sdk_azure.translated(exc, what) from exc
 
 
 def _utc(value: Any) -> datetime | None:
@@ -201,6 +235,7 @@ class AzureDriver:
         os_disk_type: str = "Premium_LRS",
         client_kwargs: Mapping[str, Any] | None = None,
         bootstrap: Bootstrap | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.subscription_id = subscription_id
         self.resource_group = resource_group
@@ -215,32 +250,76 @@ class AzureDriver:
         self._credential = credential
         self._client_kwargs = dict(client_kwargs or {})
         self.bootstrap = bootstrap or Bootstrap()
+        self.endpoint = endpoint or self._client_kwargs.get("base_url")  # ARM (config azure.endpoint)
+        self._options = sdk_azure.call_options(self.endpoint)  # per call: plain HTTP only to loopback
         self._compute: Any = None
+        self._ppgs: set[str] = set()  # proximity placement groups known to exist
+        self._placing = threading.Lock()  # a gang's launches run at once: one of them makes the group
 
-    def _vms(self) -> Any:
+    def _client(self) -> Any:
         if self._compute is None:
             client_cls, _ = _sdk()
-            credential = self._credential
-            if credential is None:
-                from azure.identity import DefaultAzureCredential
-
-                credential = DefaultAzureCredential()
-            kwargs = dict(self._client_kwargs)
+            credential = self._credential if self._credential is not None else sdk_azure.credential()
+            kwargs = {**sdk_azure.arm(self.endpoint), **self._client_kwargs}
             if self.polling_interval is not None:
                 kwargs["polling_interval"] = self.polling_interval
             self._compute = client_cls(credential, self.subscription_id, **kwargs)
-        return self._compute.virtual_machines
+        return self._compute
+
+    def _vms(self) -> Any:
+        return self._client().virtual_machines
 
     def _get(self, name: str) -> dict[str, Any] | None:
         from azure.core.exceptions import ResourceNotFoundError
 
         try:
-            return dict(self._vms().get(self.resource_group, name).as_dict())
+            return dict(self._vms().get(self.resource_group, name, **self._options).as_dict())
         except ResourceNotFoundError:
             return None
 
+    def proximity_placement(self, group: str, owner: str) -> str:
+        """The gang's proximity placement group: found by name, else created; its resource id."""
+
+        _, m = _sdk()
+        name = ppg_name(group)
+        ppgs = self._client().proximity_placement_groups
+        with self._placing:
+            self._find_or_create_ppg(ppgs, m, name, owner)
+        return (
+            f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
+            f"/providers/Microsoft.Compute/proximityPlacementGroups/{name}"
+        )
+
+    def _find_or_create_ppg(self, ppgs: Any, m: Any, name: str, owner: str) -> None:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        if name not in self._ppgs:
+            try:
+                ppgs.get(self.resource_group, name, **self._options)
+            except ResourceNotFoundError:
+                body = m.ProximityPlacementGroup(
+                    location=self.location,
+                    tags={OWNER_TAG: owner},
+                    properties=m.ProximityPlacementGroupProperties(proximity_placement_group_type="Standard"),
+                )
+                ppgs.create_or_update(self.resource_group, name, body, **self._options)
+            self._ppgs.add(name)
+
     # -- the three verbs ----------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> InstanceHandle:
+        pool = Site(Cloud.AZURE.value, request.zone or request.region, request.instance_type, request.market.value)
+        with _boundary(pool, "azure launch"):
+            return self._launch(request)
+
+    def describe(self, owner: str) -> list[InstanceHandle]:
+        with _boundary(Site(Cloud.AZURE.value, self.location, "", ""), "azure describe"):
+            return self._describe(owner)
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        with _boundary(Site(Cloud.AZURE.value, self.location, "", ""), "azure terminate"):
+            self._terminate(instance_ids)
+
+    def _launch(self, request: LaunchRequest) -> InstanceHandle:
         name = vm_name(request.token)
         pool = Site(Cloud.AZURE.value, request.zone or request.region, request.instance_type, request.market.value)
         what = f"azure launch {request.instance_type} ({request.market.value}) in {request.region}"
@@ -256,14 +335,15 @@ class AzureDriver:
                 raise TransientError(f"{what}: {name} is still being deleted; launch again shortly")
             if existing is not None and state not in RECREATE:
                 return self._handle(existing)
-            body = self._vm(request)
-            vm = self._vms().begin_create_or_update(self.resource_group, name, body).result()
+            ppg = self.proximity_placement(request.placement_group, request.owner) if request.placement_group else None
+            body = self._vm(request, ppg)
+            vm = self._vms().begin_create_or_update(self.resource_group, name, body, **self._options).result()
         return self._handle(dict(vm.as_dict()))
 
-    def describe(self, owner: str) -> list[InstanceHandle]:
+    def _describe(self, owner: str) -> list[InstanceHandle]:
         pool = Site(Cloud.AZURE.value, self.location, "", "")
         with _boundary(pool, f"azure describe (owner {owner})"):
-            vms = [dict(vm.as_dict()) for vm in self._vms().list(self.resource_group)]
+            vms = [dict(vm.as_dict()) for vm in self._vms().list(self.resource_group, **self._options)]
         handles = [
             self._handle(vm)
             for vm in vms
@@ -271,7 +351,7 @@ class AzureDriver:
         ]
         return sorted(handles, key=lambda h: h.instance_id)
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
+    def _terminate(self, instance_ids: Sequence[str]) -> None:
         from azure.core.exceptions import ResourceNotFoundError
 
         pollers: list[tuple[Any, str]] = []
@@ -279,15 +359,15 @@ class AzureDriver:
         for name in instance_ids:
             with _boundary(pool, f"azure terminate {name}"):
                 try:
-                    pollers.append((self._vms().begin_delete(self.resource_group, name), name))
+                    pollers.append((self._vms().begin_delete(self.resource_group, name, **self._options), name))
                 except ResourceNotFoundError:
                     continue
         for poller, name in pollers:  # every delete is started before waiting on any
             with _boundary(pool, f"azure terminate {name}"), contextlib.suppress(ResourceNotFoundError):
-                poller.result()
+                poller.result(timeout=net.remaining(3600.0))  # accepted deletes go on past a deadline
 
     # -- request and response shapes ----------------------------------------------------
-    def _vm(self, request: LaunchRequest) -> Any:
+    def _vm(self, request: LaunchRequest, ppg: str | None = None) -> Any:
         _, m = _sdk()
         name = vm_name(request.token)
         what = f"azure launch {name}"
@@ -335,13 +415,8 @@ class AzureDriver:
         }
         if request.market is Market.SPOT:
             props.update(priority="Spot", eviction_policy="Delete", billing_profile=m.BillingProfile(max_price=-1))
-        if request.placement_group:
-            props["proximity_placement_group"] = m.SubResource(
-                id=(
-                    f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
-                    f"/providers/Microsoft.Compute/proximityPlacementGroups/{request.placement_group}"
-                )
-            )
+        if ppg is not None:
+            props["proximity_placement_group"] = m.SubResource(id=ppg)
         return m.VirtualMachine(
             location=self.location, tags=request.tags(), properties=m.VirtualMachineProperties(**props)
         )

@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import json
 import re
+import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from gpuprov.errors import (
     CapacityError,
     ConfigError,
     CredentialsError,
+    GpuprovError,
     ProvisioningError,
     QuotaError,
     TransientError,
@@ -60,6 +62,7 @@ from provisioner.base import (
     read_tags,
 )
 from sdk import gcp as sdk_gcp
+from sdk import net
 
 DEFAULT_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 DEFAULT_NETWORK = "global/networks/default"
@@ -199,9 +202,8 @@ def translate(exc: BaseException, pool: Site, what: str, codes: Iterable[str] = 
 
 
 def _retryable(exc: BaseException) -> bool:
-    import requests
+    """Throttling and 5xx (the network policy, sdk/gcp.py ``retry``, decides on failed connections)."""
     from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth_exc
 
     if isinstance(
         exc,
@@ -215,9 +217,7 @@ def _retryable(exc: BaseException) -> bool:
         ),
     ):
         return True
-    if isinstance(exc, gexc.Forbidden) and _codes(exc) & RATE_LIMIT_CODES:
-        return True
-    return isinstance(exc, (requests.ConnectionError, requests.Timeout, auth_exc.TransportError))
+    return isinstance(exc, gexc.Forbidden) and bool(_codes(exc) & RATE_LIMIT_CODES)
 
 
 @contextlib.contextmanager
@@ -229,14 +229,17 @@ def _boundary(pool: Site, what: str) -> Iterator[None]:
 
     try:
         yield
-    except ProvisioningError:
+    except GpuprovError:
         raise
-    except gexc.RetryError as exc:
-        raise TransientError(f"{what}: GCP kept failing until the retry deadline") from exc
+    except (auth_exc.TransportError, requests.RequestException, gexc.RetryError) as exc:
+        # the network (refused, DNS, proxy, TLS, hung), else retried until the deadline
+        raise sdk_gcp.translated(exc, what) from exc
     except gexc.GoogleAPICallError as exc:
+        if sdk_gcp.unreachable(exc) is not None:
+            raise sdk_gcp.translated(exc, what) from exc
         raise translate(exc, pool, what) from exc
-    except (auth_exc.TransportError, requests.RequestException) as exc:
-        raise TransientError(f"{what}: could not reach GCP ({type(exc).__name__})") from exc
+    except auth_exc.RefreshError as exc:
+        raise sdk_gcp.translated(exc, what) from exc
     except auth_exc.GoogleAuthError as exc:
         raise CredentialsError(
             f"{what}: no usable GCP credentials ({type(exc).__name__})",
@@ -244,6 +247,8 @@ def _boundary(pool: Site, what: str) -> Iterator[None]:
         ) from exc
     except TimeoutError as exc:
         raise TransientError(f"{what}: the operation did not finish in time; launching again is safe") from exc
+    except Exception as exc:  # an answer the SDK could not read, or one the driver did not expect
+        raise sdk_gcp.translated(exc, what) from exc
 
 
 def _utc(stamp: str) -> datetime | None:
@@ -282,8 +287,10 @@ class GcpDriver:
         boot_disk_gb: int = 200,
         boot_disk_type: str = "pd-balanced",
         bootstrap: Bootstrap | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.project = project
+        self.endpoint = endpoint  # the Compute API's address (config gcp.endpoint), else Google's
         self.zones = tuple(zones)
         self.image = image
         self.network = network or DEFAULT_NETWORK
@@ -296,22 +303,32 @@ class GcpDriver:
         self._instances: Any = None
         self._policies: Any = None
         self._placed: set[tuple[str, str]] = set()  # (region, name) of compact policies known to exist
+        self._placing = threading.Lock()  # a gang's launches run at once: one of them makes the policy
 
     # -- SDK plumbing -------------------------------------------------------------------
     def _client(self) -> Any:
         if self._instances is None:
-            self._instances = _sdk().InstancesClient(credentials=self._credentials, transport="rest")
+            self._instances = _sdk().InstancesClient(
+                credentials=self._credentials, transport="rest", client_options=sdk_gcp.options(self.endpoint)
+            )
         return self._instances
 
     def _policy_client(self) -> Any:
         if self._policies is None:
-            self._policies = _sdk().ResourcePoliciesClient(credentials=self._credentials, transport="rest")
+            self._policies = _sdk().ResourcePoliciesClient(
+                credentials=self._credentials, transport="rest", client_options=sdk_gcp.options(self.endpoint)
+            )
         return self._policies
 
     def compact_placement(self, region: str, name: str, pool: Site, what: str) -> str:
         """The gang's compact placement resource policy (``groupPlacementPolicy.collocation:
         COLLOCATED``), created if missing: idempotent by name (a GET first, and a concurrent
         creation's ``alreadyExists`` counts as done). Returns its URL for ``resourcePolicies``."""
+
+        with self._placing:
+            return self._compact_placement(region, name, pool, what)
+
+    def _compact_placement(self, region: str, name: str, pool: Site, what: str) -> str:
         from google.api_core import exceptions as gexc
 
         compute_v1 = _sdk()
@@ -321,7 +338,13 @@ class GcpDriver:
             return link
         client = self._policy_client()
         try:
-            client.get(project=self.project, region=region, resource_policy=name, retry=self._retry())
+            client.get(
+                project=self.project,
+                region=region,
+                resource_policy=name,
+                retry=self._retry(),
+                timeout=sdk_gcp.timeout(),
+            )
         except gexc.NotFound:
             policy = compute_v1.ResourcePolicy(
                 name=name,
@@ -332,7 +355,7 @@ class GcpDriver:
                 project=self.project, region=region, request_id=str(uuid.uuid4()), resource_policy_resource=policy
             )
             try:
-                lro = client.insert(request=insert, retry=self._retry())
+                lro = client.insert(request=insert, retry=self._retry(), timeout=sdk_gcp.timeout())
             except gexc.Conflict as exc:
                 if "alreadyExists" not in _codes(exc):
                     raise
@@ -342,16 +365,8 @@ class GcpDriver:
         return link
 
     def _retry(self) -> Any:
-        from google.api_core import retry
-
-        p = self.poll
-        return retry.Retry(
-            predicate=_retryable,
-            initial=p.initial,
-            maximum=p.maximum,
-            multiplier=p.multiplier,
-            timeout=p.retry_deadline,
-        )
+        """Throttling retried until ``retry_deadline``, failed connections as the network policy says."""
+        return sdk_gcp.retry(_retryable, self.poll.retry_deadline, self.poll.initial)
 
     def _wait(self, lro: Any, pool: Site, what: str, ignore: frozenset[str] = frozenset()) -> None:
         """Wait for a zone operation; raise the translated error of a failed one (unless all its
@@ -362,7 +377,7 @@ class GcpDriver:
         p = self.poll
         waiting = polling.DEFAULT_POLLING.with_delay(initial=p.initial, maximum=p.maximum, multiplier=p.multiplier)
         try:
-            lro.result(timeout=p.timeout, polling=waiting)
+            lro.result(timeout=net.remaining(p.timeout), polling=waiting)
         except gexc.GoogleAPICallError as exc:
             codes = _operation_codes(lro)
             if codes and codes <= ignore:
@@ -376,7 +391,9 @@ class GcpDriver:
         from google.api_core import exceptions as gexc
 
         try:
-            return self._client().get(project=self.project, zone=zone, instance=name, retry=self._retry())
+            return self._client().get(
+                project=self.project, zone=zone, instance=name, retry=self._retry(), timeout=sdk_gcp.timeout()
+            )
         except gexc.NotFound:
             return None
 
@@ -389,12 +406,24 @@ class GcpDriver:
             project=self.project, zone=zone, instance=name, request_id=str(uuid.uuid4())
         )
         try:
-            return self._client().delete(request=request, retry=self._retry())
+            return self._client().delete(request=request, retry=self._retry(), timeout=sdk_gcp.timeout())
         except gexc.NotFound:
             return None
 
-    # -- the three verbs ----------------------------------------------------------------
+    # -- the three verbs (each whole: any answer not expected is one error line) -------------
     def launch(self, request: LaunchRequest) -> InstanceHandle:
+        with _boundary(Site(Cloud.GCP.value, request.zone or request.region, request.instance_type, ""), "gcp launch"):
+            return self._launch(request)
+
+    def describe(self, owner: str) -> list[InstanceHandle]:
+        with _boundary(Site(Cloud.GCP.value, "", "", ""), "gcp describe"):
+            return self._describe(owner)
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        with _boundary(Site(Cloud.GCP.value, "", "", ""), "gcp terminate"):
+            self._terminate(instance_ids)
+
+    def _launch(self, request: LaunchRequest) -> InstanceHandle:
         zone = self._zone_for(request)
         name = instance_name(request.token)
         pool = Site(Cloud.GCP.value, zone, request.instance_type, request.market.value)
@@ -426,14 +455,14 @@ class GcpDriver:
             instance_resource=self._instance(request, zone, name),
         )
         try:
-            lro = self._client().insert(request=insert, retry=self._retry())
+            lro = self._client().insert(request=insert, retry=self._retry(), timeout=sdk_gcp.timeout())
         except gexc.Conflict as exc:
             if "alreadyExists" in _codes(exc):  # a concurrent launch of the same token won
                 return
             raise
         self._wait(lro, pool, what)
 
-    def describe(self, owner: str) -> list[InstanceHandle]:
+    def _describe(self, owner: str) -> list[InstanceHandle]:
         compute_v1 = _sdk()
         label = label_value(owner)
         query = f'labels.{OWNER_TAG} = "{label}"'
@@ -443,17 +472,19 @@ class GcpDriver:
             if self.zones:
                 for zone in self.zones:
                     req = compute_v1.ListInstancesRequest(project=self.project, zone=zone, filter=query)
-                    found.extend(self._client().list(request=req, retry=self._retry()))
+                    found.extend(self._client().list(request=req, retry=self._retry(), timeout=sdk_gcp.timeout()))
             else:
                 req = compute_v1.AggregatedListInstancesRequest(project=self.project, filter=query)
-                for _scope, scoped in self._client().aggregated_list(request=req, retry=self._retry()):
+                for _scope, scoped in self._client().aggregated_list(
+                    request=req, retry=self._retry(), timeout=sdk_gcp.timeout()
+                ):
                     found.extend(scoped.instances)
         handles = [
             self._handle(i) for i in found if i.status not in NOT_LIVE and dict(i.labels).get(OWNER_TAG) == label
         ]
         return sorted((h for h in handles if h.owner == owner), key=lambda h: h.instance_id)
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
+    def _terminate(self, instance_ids: Sequence[str]) -> None:
         pending: list[tuple[Any, Site, str]] = []
         for instance_id in instance_ids:
             zone, _, name = instance_id.partition("/")

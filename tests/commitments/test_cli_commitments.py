@@ -83,7 +83,7 @@ def test_a_csv_file_reads_like_yaml(tmp_path: Path) -> None:
         ([RI.replace("hourly_usd: 13.921094", "hourly_usd: .nan")], "hourly_usd"),
         ([RI.replace("kind: reserved_instance", "kind: committed_use")], "aws has no committed_use"),
         ([RI.replace("id: ri-1", "id: 'ri 1; rm -rf /'")], "id"),
-        ([RI.replace("region: us-east-1", "region: us-east-1, colour: red")], "unknown field 'colour'"),
+        ([RI.replace("region: us-east-1", "region: us-east-1, colour: red")], "an unknown field (fields: id, cloud"),
         (
             ["{id: sp, cloud: aws, kind: savings_plan, family: p4d, usd_per_hour: 3, term: 1y, starts: 2026-01-01}"],
             "names both family and region",

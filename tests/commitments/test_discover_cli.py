@@ -58,10 +58,16 @@ def clouds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     return asked
 
 
-def test_discover_stores_what_answered_and_notes_the_rest(clouds: dict[str, Any]) -> None:
+def test_discover_stores_what_answered_and_names_the_rest_exit_4(clouds: dict[str, Any]) -> None:
+    """What AWS answered is stored; GCP, configured, could not be asked: named, exit 4 (a cloud
+    not configured, Azure, is a note)."""
     result = CliRunner().invoke(app, ["commitments", "discover", "-o", "json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 4, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        "error: commitments discover could not ask gcp (GCP credentials: DefaultCredentialsError)"
+    ]
     body = json.loads(result.stdout)
+    assert body["unasked"] == {"gcp": "GCP credentials: DefaultCredentialsError"}
     assert [c["id"] for c in body["commitments"]] == [RI.id]
     assert body["stored"] == 1
     assert body["notes"] == [
@@ -90,6 +96,7 @@ def test_dry_run_stores_nothing(clouds: dict[str, Any]) -> None:
 
 def test_the_same_id_from_a_cloud_twice_is_kept_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aws, "discover", lambda *a, **k: ([RI, RI], []))
-    records, notes = discover.discover(["aws"], Config(path=None), [], datetime(2026, 11, 1, tzinfo=UTC))
-    assert records == [RI]
+    cfg = Config(path=None, aws={"regions": ["us-east-1"]})
+    records, notes, failed = discover.discover(["aws"], cfg, [], datetime(2026, 11, 1, tzinfo=UTC))
+    assert records == [RI] and failed == {}
     assert notes == [f"aws: skipped {RI.id}: the id is listed twice"]

@@ -346,7 +346,122 @@ CASES: list[Case] = [
         {"GPUPROV_DATABASE_URL": f"postgresql+psycopg://u:{SECRET}@127.0.0.1:1/db"},
     ),
     ("database-url-bogus", lambda t: ["plan", "--gpus", "8", "--type", "a100"], {"GPUPROV_DATABASE_URL": "bogus://x"}),
+    # -- round three: numbers bounded where they are parsed
+    ("min-saving-1e309", lambda t: ["rebalance", "--once", "--min-saving", "1e309"], {}),
+    ("min-saving-nan", lambda t: ["rebalance", "--once", "--min-saving", "nan"], {}),
+    ("refresh-timeout-inf", lambda t: ["pricing", "refresh", "--timeout", "inf"], {}),
+    ("refresh-timeout-nan", lambda t: ["pricing", "refresh", "--timeout", "nan"], {}),
+    ("spot-advisor-timeout-inf", lambda t: ["pricing", "spot-advisor", "refresh", "--timeout", "inf"], {}),
+    ("status-deadline-zero", lambda t: ["status", "--deadline", "0"], {}),
+    ("destroy-deadline-inf", lambda t: ["destroy", "--yes", "--deadline", "inf"], {}),
+    ("apply-deadline-nan", lambda t: ["apply", "abc", "--deadline", "nan"], {}),
+    ("rebalance-deadline-word", lambda t: ["rebalance", "--once", "--deadline", "soon"], {}),
+    ("backtest-seed-negative", lambda t: ["backtest", "--gpus", "8", "--type", "a100", "--seed", "-1"], {}),
+    ("budget-1e-999999999", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--budget", "1e-999999999"], {}),
+    ("env-fake-latency-inf", lambda t: ["status"], {"GPUPROV_FAKE_CLOUD": "{fake}", "GPUPROV_FAKE_LATENCY": "inf"}),
+    (
+        "demand-over-the-cap",
+        lambda t: [
+            "plan",
+            "--policy",
+            write(t, "p.yaml", TWO_WORKLOADS),
+            "--demand",
+            write(t, "d.csv", "hour,training,inference\n0,1000000,1000000\n"),
+        ],
+        {},
+    ),
+    # -- meaningless input: every minute is not every 90 s; a plan that is not there
+    ("emit-cronjob-every-90s", lambda t: ["rebalance", "--emit", "cronjob", "--every", "90s", "--image", "g:1"], PG),
+    ("emit-systemd-unknown-plan", lambda t: ["rebalance", "--emit", "systemd", "--plan", "abcdef123456"], {}),
+    ("commitments-discover-nothing-configured", lambda t: ["commitments", "discover"], {"HOME": "{dir}"}),
+    ("status-nothing-configured", lambda t: ["status"], {"HOME": "{dir}"}),
+    ("destroy-nothing-configured", lambda t: ["destroy", "--yes"], {"HOME": "{dir}"}),
+    # -- output paths: /, system directories, links, paths too long
+    ("terraform-out-root", lambda t: ["terraform", "x", "--out", "/"], {}),
+    ("terraform-out-etc", lambda t: ["terraform", "x", "--out", "/etc"], {}),
+    ("terraform-out-symlink", lambda t: ["terraform", "x", "--out", _link(t)], {}),
+    ("terraform-out-5000", lambda t: ["terraform", "x", "--out", str(t / ("a" * 5000))], {}),
+    ("k8s-out-etc", lambda t: ["k8s", "x", "--out", "/etc"], {}),
+    ("k8s-out-5000", lambda t: ["k8s", "x", "--out", str(t / ("a" * 5000))], {}),
+    ("k8s-check-5000", lambda t: ["k8s", "--check", str(t / ("a" * 5000))], {}),
+    ("terraform-check-5000", lambda t: ["terraform", "--check", str(t / ("a" * 5000))], {}),
+    ("export-out-etc", lambda t: ["pricing", "export", "--out", "/etc/gpuprov-prices.csv"], {}),
+    ("export-out-5000", lambda t: ["pricing", "export", "--out", str(t / ("a" * 5000))], {}),
+    ("emit-out-etc", lambda t: ["rebalance", "--emit", "systemd", "--out", "/etc"], {}),
+    ("emit-out-symlink", lambda t: ["rebalance", "--emit", "systemd", "--out", _link(t)], {}),
+    ("chart-5000", lambda t: ["plan", "--gpus", "8", "--type", "a100", "--chart", str(t / ("a" * 5000)) + ".png"], {}),
+    # -- documents too deep for a recursive parser, times out of the calendar, a broken kubeconfig
+    ("k8s-check-deep-yaml", lambda t: ["k8s", "--check", _deep_dir(t, "x.yaml", DEEP_YAML)], {}),
+    ("k8s-check-deep-block", lambda t: ["k8s", "--check", _deep_dir(t, "x.yaml", DEEP_BLOCK)], {}),
+    ("terraform-check-deep-json", lambda t: ["terraform", "--check", _deep_dir(t, "main.tf.json", DEEP_JSON)], {}),
+    ("k8s-at-year-0", lambda t: ["k8s", "x", "--out", str(t / "o"), "--at", "0001-01-01T00:00:00+14:00"], {}),
+    ("k8s-at-year-9999", lambda t: ["k8s", "x", "--out", str(t / "o"), "--at", "9999-12-31T23:59:59-14:00"], {}),
+    (
+        "apply-window-bad-kubeconfig",
+        lambda t: [
+            "k8s",
+            "apply-window",
+            _plan_json(t),
+            "--window",
+            "night",
+            "--kubeconfig",
+            write(t, "kubeconfig", f"apiVersion: v1\nclusters: [{{name: {SECRET}, cluster: {{server: [\n"),
+        ],
+        {},
+    ),
+    # -- errors never quote a file: a planted secret on the first line of each kind of file
+    ("history-import-passwd", lambda t: ["pricing", "history", "import", write(t, "h.csv", PASSWD), *ANY], {}),
+    ("commitments-import-passwd", lambda t: ["commitments", "import", write(t, "x.csv", PASSWD)], {}),
+    ("commitments-import-bad-kind", lambda t: ["commitments", "import", write(t, "c.yaml", BAD_KIND)], {}),
+    (
+        "demand-passwd",
+        lambda t: ["plan", "--policy", "day-night", "--demand", write(t, "d.csv", "hour," + PASSWD)],
+        {},
+    ),
+    ("policy-check-passwd", lambda t: ["policy", "check", write(t, "passwd", PASSWD)], {}),
+    ("policy-check-secret-key", lambda t: ["policy", "check", write(t, "p.yaml", f'"{SECRET} x": 1\n')], {}),
+    ("import-passwd", lambda t: ["pricing", "import", write(t, "v.csv", PASSWD), *AS], {}),
 ]
+
+ANY = ("--format", "anycloud")
+PASSWD = f"root:{SECRET}:0:0:root:/root:/bin/bash\n"
+BAD_KIND = f"commitments:\n  - {{id: x, cloud: aws, kind: {SECRET}, count: 1, term: 1y, starts: 2026-01-01}}\n"
+TWO_WORKLOADS = (
+    "workloads: {training: {max_spot_fraction: 0.5}, inference: {max_spot_fraction: 0.5}}\n"
+    "schedule: {default: {training: 50%, inference: 50%}}\ngpu: a100\ngpus: 8\n"
+)
+DEEP_YAML = "a: " + "[" * 200 + "]" * 200 + "\n"
+DEEP_BLOCK = "".join(" " * i + f"k{i}:\n" for i in range(600)) + " " * 600 + "v: 1\n"
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _link(tmp: Path) -> str:
+    (tmp / "real").mkdir(exist_ok=True)
+    link = tmp / "link"
+    if not link.exists():
+        link.symlink_to(tmp / "real")
+    return str(link)
+
+
+def _deep_dir(tmp: Path, name: str, text: str) -> str:
+    folder = tmp / "deep"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)
+    return str(folder)
+
+
+def _plan_json(tmp: Path) -> str:
+    """A day-night plan document (printed, not saved: nothing may be stored by a case)."""
+    r = subprocess.run(
+        [str(BIN), "plan", "--policy", "day-night", "--gpus", "8", "--type", "a100", "-o", "json"],
+        env={**os.environ, "GPUPROV_DATABASE_URL": f"sqlite:///{tmp / 'scratch.db'}", "COLUMNS": "160"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return write(tmp, "plan.json", r.stdout)
+
 
 CONFIGS = {
     "not_utf8": b"owner: \xff\n",
@@ -381,6 +496,8 @@ def test_hostile_input_gets_one_line_and_a_non_zero_exit(
             label = value[1:-1]
             if label == "dir":
                 extra[key] = str(tmp_path)
+            elif label == "fake":
+                extra[key] = str(tmp_path / "fake")
             else:
                 extra[key] = write(tmp_path, f"{label}.yaml", CONFIGS[label])
     run_env = {**os.environ, "GPUPROV_CONFIG": str(tmp_path / "no-config.yaml"), "COLUMNS": "160", **extra}

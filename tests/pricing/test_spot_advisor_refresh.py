@@ -9,11 +9,11 @@ Expectations are read from the JSON files here, not from pricing.spot_risk.
 from __future__ import annotations
 
 import json
+import threading
 from decimal import Decimal as D
 from typing import Any
 
 import pytest
-import requests
 import responses
 from typer.testing import CliRunner
 
@@ -75,7 +75,7 @@ def test_the_fixture_is_the_bundle_with_one_pool_changed_and_non_gpu_pools_added
 @responses.activate
 def test_fetch_keeps_the_gpu_families_only() -> None:
     _serve(FIXTURE.read_bytes())
-    feed = spot_advisor.fetch(sleep=lambda s: None)
+    feed = spot_advisor.fetch()
     expected = _load(FIXTURE)
     for region, os_name, itype in NON_GPU:
         del expected["spot_advisor"][region][os_name][itype]
@@ -208,27 +208,60 @@ def test_nothing_is_stored_when_the_first_refresh_fails() -> None:
     )
 
 
-@responses.activate
-def test_http_errors_retry_then_give_up_in_one_line() -> None:
-    slept: list[float] = []
-    _serve(b"busy", status=503)
-    _serve(FIXTURE.read_bytes())
-    assert spot_advisor.fetch(sleep=slept.append)["ranges"] == _load(FIXTURE)["ranges"]
-    assert slept == [1.0] and len(responses.calls) == 2
+class _Scripted:
+    """A loopback HTTP server answering each GET with the next (status, body, headers) of its script
+    (the last repeats): urllib3's Retry runs for real (``responses`` would bypass it)."""
 
-    responses.replace(responses.GET, URL, body=b"busy", status=503)
-    slept.clear()
-    with pytest.raises(SourceError, match="answered HTTP 503"):
-        spot_advisor.fetch(sleep=slept.append, max_attempts=3)
-    assert slept == [1.0, 2.0]
+    def __init__(self, script: list[tuple[int, bytes, dict[str, str]]]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    responses.replace(responses.GET, URL, body=requests.ConnectionError("refused"))
-    with pytest.raises(SourceError, match="unreachable: ConnectionError"):
-        spot_advisor.fetch(sleep=slept.append, max_attempts=2)
+        self.script, self.hits = script, 0
+        outer = self
 
-    responses.replace(responses.GET, URL, body=b"gone", status=404)
-    with pytest.raises(SourceError, match="answered HTTP 404"):
-        spot_advisor.fetch(sleep=lambda s: None)
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                status, body, headers = outer.script[min(outer.hits, len(outer.script) - 1)]
+                outer.hits += 1
+                self.send_response(status)
+                for k, v in {"Content-Length": str(len(body)), **headers}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/spot-advisor-data.json"
+
+    def __enter__(self) -> _Scripted:
+        return self
+
+    def __exit__(self, *_a: Any) -> None:
+        self.server.shutdown()
+
+
+def test_http_errors_retry_through_urllib3_then_give_up_in_one_line() -> None:
+    from sdk import net
+
+    feed = FIXTURE.read_bytes()
+    busy = (503, b"busy", {"Retry-After": "0"})
+    with _Scripted([busy, (200, feed, {})]) as s:  # one 503, honouring Retry-After, then the feed
+        assert spot_advisor.fetch(s.url, backoff=0.01)["ranges"] == _load(FIXTURE)["ranges"]
+        assert s.hits == 2
+    with _Scripted([busy]) as s:  # 503 every time: the policy's attempts, then one line
+        with pytest.raises(SourceError, match="answered HTTP 503"):
+            spot_advisor.fetch(s.url, backoff=0.01)
+        assert s.hits == net.THROTTLE_ATTEMPTS
+    with _Scripted([(404, b"gone", {})]) as s:  # not retried
+        with pytest.raises(SourceError, match="answered HTTP 404"):
+            spot_advisor.fetch(s.url, backoff=0.01)
+        assert s.hits == 1
+    from tests.hostile.faults import refused_port
+
+    with pytest.raises(SourceError, match=r"cannot reach aws 127\.0\.0\.1:\d+: connection refused"):
+        spot_advisor.fetch(f"http://127.0.0.1:{refused_port()}/feed.json", backoff=0.01)
 
 
 @responses.activate

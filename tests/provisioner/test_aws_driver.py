@@ -3,6 +3,7 @@ botocore's event hooks (moto cannot produce them)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,11 +13,12 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 from moto import mock_aws
 
-from gpuprov.errors import CapacityError, CredentialsError, QuotaError, TransientError
+from gpuprov.errors import CapacityError, CredentialsError, ProvisioningError, QuotaError, TransientError
 from gpuprov.models import Cloud, Market
 from provisioner.base import Driver, LaunchRequest
 from provisioner.drivers.aws import AwsDriver
 from tests.provisioner.contract import DriverContract
+from tests.provisioner.fakes.ec2_placement import PlacementGroups, serve
 
 
 @pytest.fixture
@@ -93,33 +95,44 @@ def test_describe_is_per_owner_and_terminate_is_idempotent(aws: None) -> None:
     assert again.instance_id != mine.instance_id
 
 
-def test_placement_group_for_a_gang(aws: None) -> None:
+@pytest.fixture
+def moto_groups(monkeypatch: pytest.MonkeyPatch) -> Iterator[PlacementGroups]:
+    """moto's server on loopback with the recorded placement-group answers in front."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    groups = PlacementGroups()
+    with serve(groups) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        yield groups
+
+
+def test_placement_group_for_a_gang_is_created_once_then_found_by_name(moto_groups: PlacementGroups) -> None:
+    """moto has no placement groups: the recorded EC2 answers (tests/fixtures/aws/placement_groups)
+    go through botocore's real parser; moto launches the instances."""
+    groups = moto_groups
     d = make_driver()
-    created: list[str] = []
+    name = "gpuprov-fleet-a-training-use1-az1"
+    gang = dataclasses.replace(req("g1"), placement_group=name)
+    d.launch(gang)
+    d.launch(dataclasses.replace(gang, token="g2"))  # the same driver knows the group now
+    assert groups.calls == [("DescribePlacementGroups", name), ("CreatePlacementGroup", name)]
+    assert groups.groups[("us-east-1", name)]["strategy"] == "cluster"
+    assert groups.groups[("us-east-1", name)]["owner"] == name
+    assert groups.launched_in == [name, name]
+    # another process (a new driver) finds it by name and creates nothing
+    make_driver().launch(dataclasses.replace(gang, token="g3"))
+    assert groups.calls[2:] == [("DescribePlacementGroups", name)]
+    assert groups.launched_in == [name, name, name]
+    assert len(make_driver().describe("fleet-a")) == 3
 
-    def capture(params: dict[str, Any], **_: Any) -> None:
-        created.append(params["GroupName"])
 
-    def fake_pg(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:  # moto does not implement placement groups
-        return AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}
-
-    events = d.client("us-east-1").meta.events
-    events.register("before-parameter-build.ec2.CreatePlacementGroup", capture)
-    events.register("before-call.ec2.CreatePlacementGroup", fake_pg)
-    r = LaunchRequest(
-        cloud=Cloud.AWS,
-        region="us-east-1",
-        zone="use1-az1",
-        instance_type="p4d.24xlarge",
-        market=Market.ON_DEMAND,
-        token="g1",
-        owner="fleet-a",
-        plan_id="p",
-        workload="training",
-        placement_group="gpuprov-fleet-a-training-use1-az1",
-    )
-    d.launch(r)
-    assert created == ["gpuprov-fleet-a-training-use1-az1"]
+def test_a_placement_group_of_another_strategy_is_refused_by_name(moto_groups: PlacementGroups) -> None:
+    moto_groups.groups[("us-east-1", "pg")] = {"name": "pg", "strategy": "spread", "owner": "x", "group_id": "pg-1"}
+    d = make_driver()
+    with pytest.raises(ProvisioningError, match="strategy spread"):
+        d.launch(dataclasses.replace(req("s1"), placement_group="pg"))
+    assert d.describe("fleet-a") == [] and moto_groups.launched_in == []
 
 
 def _error(code: str, status: int = 500) -> Any:
@@ -213,8 +226,9 @@ class TestAwsContract(DriverContract):
 
 def test_an_efa_gang_launches_with_an_efa_interface_in_the_subnet_and_groups(aws: None) -> None:
     """moto 5 accepts InterfaceType efa and placement group names on run_instances (it implements
-    no placement groups: create_placement_group is faked here); the request shape is what the
-    test asserts, as botocore serialised it."""
+    no placement groups: they are answered at botocore's before-call here; the recorded wire
+    answers are the test above's); the request shape is what the test asserts, as botocore
+    serialised it."""
     ec2 = boto3.client("ec2", region_name="us-east-1")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZoneId="use1-az1")["Subnet"]["SubnetId"]
@@ -227,6 +241,10 @@ def test_an_efa_gang_launches_with_an_efa_interface_in_the_subnet_and_groups(aws
     d.client("us-east-1").meta.events.register(
         "before-call.ec2.CreatePlacementGroup",
         lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}),
+    )
+    d.client("us-east-1").meta.events.register(
+        "before-call.ec2.DescribePlacementGroups",
+        lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroups": []}),
     )
     base = dict(cloud=Cloud.AWS, region="us-east-1", zone="use1-az1", owner="fleet-a", plan_id="p", workload="training")
     gang = d.launch(

@@ -202,16 +202,19 @@ def test_a_retried_insert_sends_the_same_request_id(replay: responses.RequestsMo
     assert first == second
 
 
-def test_503s_past_the_retry_deadline_are_a_transient_error(replay: responses.RequestsMock) -> None:
-    replay.add("GET", f"{API}/instances/{NAME}", json=fixture("instances.insert.503-backend-error.json"), status=503)
+def test_503s_past_the_retry_deadline_are_a_transient_error() -> None:
+    rsps = responses.RequestsMock()  # the one registration answers every retry: 503, 503, ...
+    rsps.add("GET", f"{API}/instances/{NAME}", json=fixture("instances.insert.503-backend-error.json"), status=503)
     driver = GcpDriver(
         PROJECT,
         [ZONE],
         credentials=AnonymousCredentials(),
         poll=GcpPolling(initial=0.001, maximum=0.001, multiplier=1.0, timeout=1.0, retry_deadline=0.05),
     )
-    with pytest.raises(TransientError):
-        driver.launch(request())
+    with rsps:
+        with pytest.raises(TransientError):
+            driver.launch(request())
+        assert len(rsps.calls) >= 2  # retried, by google-api-core's Retry, until its deadline
 
 
 def test_an_operation_still_running_at_the_timeout_is_transient() -> None:
@@ -394,23 +397,6 @@ def test_n1_hosts_get_their_gpus_attached(gce: FakeGce) -> None:
 
 
 # -- compact placement for gangs -----------------------------------------------------------------
-POLICIES = f"https://compute.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/resourcePolicies"
-
-
-def _policy_op(status: str) -> dict[str, Any]:
-    return {
-        "kind": "compute#operation",
-        "id": "5512",
-        "name": "operation-rp-1",
-        "region": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1",
-        "operationType": "insert",
-        "targetLink": f"{POLICIES}/gpuprov-team-ml-train-us-central1-a",
-        "status": status,
-        "progress": 100 if status == "DONE" else 0,
-        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/operations/operation-rp-1",
-    }
-
-
 @pytest.fixture
 def gce_and_mock() -> Iterator[tuple[FakeGce, responses.RequestsMock]]:
     fake = FakeGce(PROJECT)
@@ -422,55 +408,24 @@ def gce_and_mock() -> Iterator[tuple[FakeGce, responses.RequestsMock]]:
 def test_a_gang_gets_a_compact_placement_policy_created_once_then_reused(
     gce_and_mock: tuple[FakeGce, responses.RequestsMock],
 ) -> None:
-    gce, rsps = gce_and_mock
+    gce, _rsps = gce_and_mock
     group = "gpuprov-team-ml-train-us-central1-a"
-    calls: list[tuple[str, str, Any]] = []
-    created: dict[str, Any] = {}
-
-    def get_policy(req: Any) -> Any:
-        calls.append(("GET", urlsplit(req.url).path, None))
-        if created:
-            return (200, {}, json.dumps(created))
-        return (
-            404,
-            {},
-            json.dumps({"error": {"code": 404, "message": "not found", "errors": [{"reason": "notFound"}]}}),
-        )
-
-    def insert_policy(req: Any) -> Any:
-        body = json.loads(req.body)
-        calls.append(("POST", urlsplit(req.url).path, body))
-        created.update(body)
-        return (200, {}, json.dumps(_policy_op("RUNNING")))
-
-    def poll(req: Any) -> Any:
-        calls.append(("GET", urlsplit(req.url).path, None))
-        return (200, {}, json.dumps(_policy_op("DONE")))
-
-    rsps.add_callback(responses.GET, re.compile(re.escape(f"{POLICIES}/{group}") + r"(\?.*)?$"), get_policy)
-    rsps.add_callback(responses.POST, re.compile(re.escape(POLICIES) + r"(\?.*)?$"), insert_policy)
-    rsps.add_callback(
-        responses.GET,
-        re.compile(rf"https://compute.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/operations/.*"),
-        poll,
-    )
     driver = make_driver()
     for i in range(2):
         driver.launch(request(token=f"{i}" * 24, market=Market.ON_DEMAND, placement_group=group))
-    posts = [c for c in calls if c[0] == "POST"]
-    assert len(posts) == 1
-    assert posts[0][2] == {
-        "name": group,
-        "description": "gpuprov: compact placement of one training gang",
-        "groupPlacementPolicy": {"collocation": "COLLOCATED"},
-    }
-    assert [c[1].rsplit("/", 2)[-2:] for c in calls][:1] == [["resourcePolicies", group]]  # looked up first
+    assert gce.policy_inserts == [
+        {
+            "name": group,
+            "description": "gpuprov: compact placement of one training gang",
+            "groupPlacementPolicy": {"collocation": "COLLOCATED"},
+        }
+    ]
+    assert gce.policy_calls == [("GET", group), ("POST", group)]  # looked up first, made once
     link = f"projects/{PROJECT}/regions/us-central1/resourcePolicies/{group}"
     assert [b.get("resourcePolicies") for b in gce.inserted] == [[link], [link]]
     # another driver (another run): the policy exists, so it is only looked up
-    calls.clear()
     make_driver().launch(request(token="2" * 24, market=Market.ON_DEMAND, placement_group=group))
-    assert [c[0] for c in calls] == ["GET"]
+    assert gce.policy_calls[2:] == [("GET", group)]
 
 
 def test_placement_group_names_become_valid_policy_names() -> None:

@@ -53,6 +53,8 @@ class FakeArm:
         self.operations: dict[str, dict[str, Any]] = {}
         self.creations: Counter[str] = Counter()
         self.puts: list[dict[str, Any]] = []
+        self.ppgs: dict[str, dict[str, Any]] = {}  # proximity placement groups by name
+        self.ppg_puts: list[dict[str, Any]] = []
         self._failures: list[str] = []
         self._clock = datetime(2026, 11, 2, 10, 15, 30, tzinfo=UTC)
         self._seq = itertools.count(1)
@@ -75,6 +77,46 @@ class FakeArm:
             f"{self.location}/operations/"
         )
         rsps.add_callback(responses.GET, re.compile(re.escape(ops) + r"([^/?]+)(\?.*)?$"), self._operation)
+        ppg = re.compile(re.escape(self.ppg_prefix) + r"/([^/?]+)(\?.*)?$")
+        rsps.add_callback(responses.PUT, ppg, self._put_ppg)
+        rsps.add_callback(responses.GET, ppg, self._get_ppg)
+
+    @property
+    def ppg_prefix(self) -> str:
+        return (
+            f"{HOST}/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
+            "/providers/Microsoft.Compute/proximityPlacementGroups"
+        )
+
+    # Proximity Placement Groups - Create Or Update / Get (synchronous in ARM: 200 or 201 with the
+    # resource; the body as the REST reference shows it: location, tags, properties.proximityPlacementGroupType)
+    def _put_ppg(self, request: Any) -> Reply:
+        name = self._name(request)
+        body = json.loads(request.body)
+        self.ppg_puts.append(body)
+        status = 200 if name in self.ppgs else 201
+        self.ppgs[name] = {
+            "id": f"{self.ppg_prefix}/{name}".removeprefix(HOST),
+            "name": name,
+            "type": "Microsoft.Compute/proximityPlacementGroups",
+            "location": body["location"],
+            "tags": body.get("tags") or {},
+            "properties": {
+                "proximityPlacementGroupType": (body.get("properties") or {}).get("proximityPlacementGroupType"),
+                "virtualMachines": [],
+            },
+        }
+        return status, JSON, json.dumps(self.ppgs[name])
+
+    def _get_ppg(self, request: Any) -> Reply:
+        name = self._name(request)
+        if name not in self.ppgs:
+            return error(
+                404,
+                "ResourceNotFound",
+                f"The Resource 'Microsoft.Compute/proximityPlacementGroups/{name}' was not found.",
+            )
+        return 200, JSON, json.dumps(self.ppgs[name])
 
     def fail_next_create(self, code: str = "AllocationFailed") -> None:
         self._failures.append(code)
@@ -124,6 +166,9 @@ class FakeArm:
                 return error(400, "InvalidParameter", f"Required parameter '{part}' is missing (null).")
         if any(len(v) > 256 for v in (body.get("tags") or {}).values()):
             return error(400, "InvalidTagNameCharacters", "A tag value exceeds 256 characters.")
+        ppg = (props.get("proximityPlacementGroup") or {}).get("id")
+        if ppg is not None and ppg.rsplit("/", 1)[-1] not in self.ppgs:  # as ARM: the group must exist
+            return error(404, "NotFound", f"Proximity placement group '{ppg}' was not found.")
         existing = self.vms.get(name)
         if existing is not None and existing["properties"]["provisioningState"] == "Deleting":
             return error(

@@ -61,6 +61,9 @@ class FakeGce:
         self.request_ids: dict[str, tuple[str, str]] = {}
         self.creations: Counter[str] = Counter()
         self.inserted: list[dict[str, Any]] = []  # request bodies, as sent
+        self.policies: dict[tuple[str, str], dict[str, Any]] = {}  # (region, name) -> resource policy
+        self.policy_inserts: list[dict[str, Any]] = []
+        self.policy_calls: list[tuple[str, str]] = []  # (method, policy name), in order
         self._errors: list[tuple[str, int]] = []
         self._ids = itertools.count(7049211238452217394, 7919)
         self._clock = datetime(2026, 11, 2, 2, 15, 30, tzinfo=PACIFIC)
@@ -77,6 +80,12 @@ class FakeGce:
         rsps.add_callback(responses.GET, re.compile(base + r"/aggregated/instances(\?.*)?$"), self._aggregated)
         rsps.add_callback(
             responses.GET, re.compile(base + r"/zones/([^/]+)/operations/([^/?]+)(\?.*)?$"), self._operation
+        )
+        policies = base + r"/regions/([^/]+)/resourcePolicies"
+        rsps.add_callback(responses.POST, re.compile(policies + r"(\?.*)?$"), self._insert_policy)
+        rsps.add_callback(responses.GET, re.compile(policies + r"/([^/?]+)(\?.*)?$"), self._get_policy)
+        rsps.add_callback(
+            responses.GET, re.compile(base + r"/regions/([^/]+)/operations/([^/?]+)(\?.*)?$"), self._region_operation
         )
 
     def fail_next_insert(self, code: str, http_status: int = 503) -> None:
@@ -139,6 +148,10 @@ class FakeGce:
         for key, value in (body.get("labels") or {}).items():
             if not _LABEL_VALUE.fullmatch(value) or not _NAME.fullmatch(key.replace("_", "-")):
                 return error(400, "invalid", f"Invalid value for field 'resource.labels': '{key}'.")
+        for link in body.get("resourcePolicies") or []:  # as GCE: a policy named must exist, in the region
+            parts = link.split("/")
+            if len(parts) < 6 or (parts[-3], parts[-1]) not in self.policies or not zone.startswith(parts[-3]):
+                return error(400, "invalid", f"The resource '{link}' was not found")
         if (zone, name) in self.instances:
             return error(
                 409,
@@ -236,6 +249,57 @@ class FakeGce:
                     httpErrorMessage="SERVICE UNAVAILABLE",
                 )
         return ok(op)
+
+    # -- compact placement (resourcePolicies.insert / get, regionOperations.get) ------------------
+    def _insert_policy(self, request: Any) -> Reply:
+        path, _ = self._parts(request)
+        region = path[-2]
+        body = json.loads(request.body)
+        self.policy_inserts.append(body)
+        name = body.get("name", "")
+        self.policy_calls.append(("POST", name))
+        if (region, name) in self.policies:
+            return error(
+                409, "alreadyExists", f"The resource 'regions/{region}/resourcePolicies/{name}' already exists"
+            )
+        self.policies[(region, name)] = {
+            **body,
+            "kind": "compute#resourcePolicy",
+            "id": str(next(self._ids)),
+            "region": f"{SELF}/projects/{self.project}/regions/{region}",
+            "selfLink": f"{SELF}/projects/{self.project}/regions/{region}/resourcePolicies/{name}",
+            "status": "READY",
+        }
+        op_name = f"operation-{uuid.uuid4().hex[:13]}"
+        op = {
+            "kind": "compute#operation",
+            "id": str(next(self._ids)),
+            "name": op_name,
+            "region": f"{SELF}/projects/{self.project}/regions/{region}",
+            "operationType": "insert",
+            "targetLink": self.policies[(region, name)]["selfLink"],
+            "status": "RUNNING",
+            "progress": 0,
+            "selfLink": f"{SELF}/projects/{self.project}/regions/{region}/operations/{op_name}",
+        }
+        self.operations[(region, op_name)] = {"op": op, "effect": {}}
+        return ok(op)
+
+    def _get_policy(self, request: Any) -> Reply:
+        path, _ = self._parts(request)
+        key = (path[-3], path[-1])
+        self.policy_calls.append(("GET", key[1]))
+        if key not in self.policies:
+            return error(404, "notFound", f"The resource 'regions/{key[0]}/resourcePolicies/{key[1]}' was not found")
+        return ok(self.policies[key])
+
+    def _region_operation(self, request: Any) -> Reply:
+        path, _ = self._parts(request)
+        entry = self.operations.get((path[-3], path[-1]))
+        if entry is None:
+            return error(404, "notFound", f"The resource 'operations/{path[-1]}' was not found")
+        entry["op"].update(status="DONE", progress=100)
+        return ok(entry["op"])
 
     def _get(self, request: Any) -> Reply:
         path, _ = self._parts(request)
