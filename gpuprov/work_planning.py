@@ -165,12 +165,25 @@ class Solved:
 
 def solve(request: PlanRequest) -> Solved:
     """The mix, and each usable type alone under the same rules."""
+    import time
+
     from gpuprov.optimizer.solve import solve as optimize
 
-    mixed = planning.run(request)
+    types = request.gpu.split("/") if "/" in request.gpu else [request.gpu]
+
+    def share(parts: int) -> float | None:
+        """Of the time left to the request's deadline, one of ``parts`` equal shares."""
+        if request.deadline is None:
+            return None
+        now = time.monotonic()
+        return now + max(0.0, request.deadline - now) / parts
+
+    mixed = planning.run(replace(request, deadline=share(2)))  # the mix half, each type alone a share of the rest
     single: list[tuple[str, Plan | None, str | None]] = []
-    for gpu in request.gpu.split("/") if "/" in request.gpu else [request.gpu]:
-        alone = replace(request, offers=[o for o in request.offers if o.gpu == gpu], gpu=gpu)
+    for n, gpu in enumerate(types):
+        alone = replace(
+            request, offers=[o for o in request.offers if o.gpu == gpu], gpu=gpu, deadline=share(len(types) - n)
+        )
         try:
             single.append((gpu, optimize(alone), None))
         except PlanningError as exc:

@@ -6,8 +6,10 @@ so; a user's benchmark CSV brings one in; bad input is one line."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -215,3 +217,27 @@ def test_a_training_gang_in_samples_per_second(tmp_path: Path) -> None:
     assert replicas * per_replica >= 40 > (replicas - 1) * per_replica  # the fewest 8-GPU replicas
     assert doc.work is not None and {t.gpu for t in doc.work.types if t.status == "used"} == {gpu}
     assert doc.request.workloads[0].unit == "samples_per_s"
+
+
+def test_a_work_plan_short_of_its_gap_says_so_and_exits_7(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work plan goes through plan's own output: a plan the solver did not prove within the
+    gap is announced and exits 7 unless --accept-gap, as GPU plans do."""
+    from gpuprov import work_planning
+    from gpuprov.models import SolveStatus
+
+    real = work_planning.solve
+
+    def stopped(request: Any) -> Any:
+        s = real(request)
+        cut = replace(s.solved.plan, status=SolveStatus.FEASIBLE)
+        return replace(s, solved=replace(s.solved, plan=cut))
+
+    monkeypatch.setattr(work_planning, "solve", stopped)
+    path = tmp_path / "serve.yaml"
+    path.write_text(POLICY)
+    r = runner.invoke(app, ["plan", "--policy", str(path), "--output", "json"])
+    assert r.exit_code == 7, r.stderr
+    assert "STOPPED BY THE TIME LIMIT" in r.stderr and from_json(r.stdout).solve.status == "Feasible"
+    r = runner.invoke(app, ["plan", "--policy", str(path), "--accept-gap"])
+    assert r.exit_code == 0, r.stderr
+    assert "STOPPED BY THE TIME LIMIT" in r.stdout and "tokens" in r.stdout  # the notice, then the work report

@@ -11,14 +11,12 @@ from decimal import Decimal
 import typer
 
 from gpuprov.commands import common
+from gpuprov.commands.plan_output import RESERVE_S
 from gpuprov.errors import UsageError
-from gpuprov.models import SolveStatus
 
 DEFAULT_MAX_PRICE_AGE_H = Decimal(24)
 # a plan the time limit stopped short of the gap asked: printed (and saved) as it is, exit 7 unless
 # --accept-gap (no plan at all within the limit is TimeLimitError, exit 6)
-EXIT_GAP_NOT_MET = 7
-RESERVE_S = 1.5  # of the time limit kept for the baselines and the output, and a solver's overrun
 WHAT_IF_SHARE = 0.6  # of the time limit for the plan itself when --what-if-demand solves twice more
 SUSPECT_SHARE = 0.75  # of that for the plan itself when it solves again with suspect quotes let in
 
@@ -164,6 +162,8 @@ def register(app: typer.Typer) -> None:
                     chart=chart,
                     what_if=scale,
                     curve=demand is not None,
+                    accept_gap=accept_gap,
+                    started=started,
                 )
                 return
             if throughput_file is not None:
@@ -225,55 +225,21 @@ def register(app: typer.Typer) -> None:
                 else planning.what_if(solved, spec, offers, context, when, scale, started + budget)
             )
         doc = planning.document(pid, solved, snapshots, total, spec, context, when, what_if=scenario, quality=quality)
-        short = doc.solve.status != SolveStatus.OPTIMAL
-        stopped = (
-            f"STOPPED BY THE TIME LIMIT ({time_limit:g} s): gap {doc.costs.gap:.2%} reached, {gap:.2%} asked; "
-            "the plan below is feasible but not proven within the gap"
-            + ("" if accept_gap else f" (exit {EXIT_GAP_NOT_MET}; --accept-gap exits 0)")
+        from gpuprov.commands.plan_output import emit
+
+        emit(
+            doc,
+            fmt=fmt,
+            snapshots=snapshots,
+            when=when,
+            time_limit=time_limit,
+            gap=gap,
+            accept_gap=accept_gap,
+            save=save,
+            chart=chart,
+            held=held,
+            more=lambda d, _width: price_quality.quality_lines(d),
         )
-        if short and fmt == "json":
-            common.warn(stopped)
-        for line in doc.warnings:
-            common.warn(line)
-        if held and (doc.commitments.held or doc.commitments.recommended):
-            from gpuprov.billing.advice import warnings as billed
-            from gpuprov.store.billing import BillStore
-
-            for line in billed(doc, held, BillStore()):  # the imported bills' word on those assumptions
-                common.warn(line)
-        if save:
-            from gpuprov.store.plans import PlanStore
-
-            PlanStore().save(doc)
-        if chart:
-            from gpuprov import chart as charts
-
-            charts.write_png(doc, chart)
-        if fmt == "json":
-            from gpuprov.plandoc import to_json
-
-            sys.stdout.write(to_json(doc) + "\n")
-            if short and not accept_gap:
-                raise typer.Exit(EXIT_GAP_NOT_MET)
-            return
-        from gpuprov import render
-
-        out = common.console()
-        if short:
-            out.print(stopped, style="bold")
-        out.print(render.catalog_header(snapshots, when))
-        for block in render.plan_tables(doc, out.width):
-            out.print(block)
-        for line in price_quality.quality_lines(doc):
-            out.print(line)
-        if doc.horizon_hours > 1:
-            out.print(render.slot_chart(doc))
-        if save:
-            out.print(f"saved plan {pid}: gpuprov terraform {pid} --out infra/")
-        if chart:
-            out.print(f"chart written to {chart}")
-        if short and not accept_gap:
-            raise typer.Exit(EXIT_GAP_NOT_MET)
 
     schema_app = typer.Typer(help="JSON Schemas of gpuprov's documents.", no_args_is_help=True)
 

@@ -7,7 +7,6 @@ tables plus the work report (one row per workload and GPU type considered).
 
 from __future__ import annotations
 
-import sys
 from decimal import Decimal
 from typing import Any
 
@@ -29,6 +28,8 @@ def run(
     chart: str | None,
     what_if: Decimal | None,
     curve: bool,
+    accept_gap: bool = False,
+    started: float | None = None,
 ) -> None:
     from gpuprov import planning, work_planning
     from gpuprov.sizing import throughput
@@ -51,36 +52,30 @@ def run(
     when = common.now()
     request = planning.request_for(spec, offers, context, when)
     common.warn_if_stale(snapshots, pol.max_price_age_hours, when)
+    import time
+    from dataclasses import replace
+
+    from gpuprov.commands.plan_output import RESERVE_S
+
+    began = time.monotonic() if started is None else started
+    # one deadline for the mix and the solves of each type alone (work_planning.solve shares it)
+    request = replace(request, deadline=began + time_limit - min(RESERVE_S, time_limit / 10))
     solved = work_planning.solve(request)
     extra = {"start": when.strftime("%Y-%m-%dT%H")} if spec.held else None
     doc = work_planning.document(solved, setup, request, snapshots, context, when, extra)
-    for line in doc.warnings:
-        common.warn(line)
-    if save:
-        from gpuprov.store.plans import PlanStore
-
-        PlanStore().save(doc)
-    if chart:
-        from gpuprov import chart as charts
-
-        charts.write_png(doc, chart)
-    if fmt == "json":
-        from gpuprov.plandoc import to_json
-
-        sys.stdout.write(to_json(doc) + "\n")
-        return
-    from gpuprov import render
     from gpuprov import render_work as work_render
+    from gpuprov.commands.plan_output import emit
 
-    out = common.console()
-    out.print(render.catalog_header(snapshots, when))
-    for block in render.plan_tables(doc):
-        out.print(block)
-    for block in work_render.work_tables(doc):
-        out.print(block)
-    if doc.horizon_hours > 1:
-        out.print(render.slot_chart(doc))
-    if save:
-        out.print(f"saved plan {doc.plan_id}: gpuprov terraform {doc.plan_id} --out infra/")
-    if chart:
-        out.print(f"chart written to {chart}")
+    emit(
+        doc,
+        fmt=fmt,
+        snapshots=snapshots,
+        when=when,
+        time_limit=time_limit,
+        gap=gap,
+        accept_gap=accept_gap,
+        save=save,
+        chart=chart,
+        held=held,
+        more=lambda d, _width: work_render.work_tables(d),
+    )
