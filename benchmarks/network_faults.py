@@ -33,7 +33,7 @@ BIN = Path(sys.executable).parent / "gpuprov"
 COMMANDS = {
     "status": ["status"],
     "destroy": ["destroy", "--yes"],
-    "apply": ["apply", "{plan}", "--yes", "--allow-stale"],
+    "apply": ["apply", "{plan}", "--yes", "--allow-stale", "--buy-later"],
     "rebalance": ["rebalance", "--once", "--yes", "--plan", "{plan}"],
     "commitments-discover": ["commitments", "discover"],
     "pricing-refresh": ["pricing", "refresh"],

@@ -102,8 +102,17 @@ def open_source(path: Path, where: str | None = None) -> Iterator[Source]:
 
 @contextlib.contextmanager
 def _csv_source(raw: IO[bytes], where: str) -> Iterator[Source]:
+    """The bill's rows; the csv module's field limit (process-wide) is raised while they are read
+    and put back after, so other readers in the process keep theirs."""
+    previous = csv.field_size_limit(MAX_FIELD)
+    try:
+        yield from _csv_rows(raw, where)
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _csv_rows(raw: IO[bytes], where: str) -> Iterator[Source]:
     text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-    csv.field_size_limit(MAX_FIELD)
     reader = csv.reader(text)
 
     def fail(exc: BaseException) -> UsageError:

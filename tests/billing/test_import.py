@@ -333,3 +333,13 @@ def test_postgres_and_sqlite_store_the_same(db_url: str) -> None:
     assert len(got) == 14 and sum((c.billed for c in got), Decimal(0)) == Decimal("12.12648332400")
     [imp] = BillStore(db_url).imports()
     assert (imp.rows_read, imp.rows_stored, imp.charges_now) == (1000, 14, 14)
+
+
+def test_reading_a_bill_leaves_the_csv_field_limit_as_it_was(_isolated_db: str) -> None:
+    """The csv module's field limit is process-wide: a bill raises it while read, then puts it back
+    (other readers, e.g. commitments import, refuse a field over the default 128 KiB)."""
+    import csv
+
+    before = csv.field_size_limit()
+    import_files([SAMPLE], BillStore(_isolated_db), TYPES)
+    assert csv.field_size_limit() == before

@@ -45,7 +45,7 @@ network: {connect_timeout: 1, read_timeout: 2, connect_retries: 1}
 COMMANDS: dict[str, list[str]] = {
     "status": ["status"],
     "destroy": ["destroy", "--yes"],
-    "apply": ["apply", "{plan}", "--yes", "--allow-stale"],
+    "apply": ["apply", "{plan}", "--yes", "--allow-stale", "--buy-later"],
     "rebalance": ["rebalance", "--once", "--yes", "--plan", "{plan}"],
     "commitments-discover": ["commitments", "discover"],
     "pricing-refresh": ["pricing", "refresh"],

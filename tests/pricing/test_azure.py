@@ -214,7 +214,11 @@ def test_retry_after() -> None:
     assert azure.retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1.0) == 0.0  # a date in the past
 
 
-def test_a_dropped_connection_is_retried(rsps: responses.RequestsMock) -> None:
+def test_a_dropped_connection_is_not_retried_by_the_source(rsps: responses.RequestsMock) -> None:
+    """Connection errors are retried by the session's urllib3 ``Retry`` (sdk/http.py, the one
+    network policy; exercised through real sockets in tests/hostile/test_network_faults.py), which
+    ``responses`` bypasses: what reaches the source has been retried already, and is one
+    "cannot reach" error at once, not a second loop of its own."""
     import requests
 
     query = {"$filter": fakes.retail_filter("Standard_ND96asr_v4", "Reservation")}
@@ -222,7 +226,8 @@ def test_a_dropped_connection_is_retried(rsps: responses.RequestsMock) -> None:
         fakes.PRICES_URL, body=requests.ConnectionError("reset by peer"), match=[matchers.query_param_matcher(query)]
     )
     fakes.register_azure(rsps)
+    rsps.assert_all_requests_are_fired = False  # the fetch stops at the first page
     sleeps: list[float] = []
-    result = source(sleeps, backoff=0.25).fetch()
-    assert sleeps == [0.25]
-    assert ("eastus", "Standard_ND96asr_v4", Market.RESERVED_1Y) in by_key(result.offers)
+    with pytest.raises(SourceError) as info:
+        source(sleeps, backoff=0.25).fetch()
+    assert sleeps == [] and "cannot reach azure" in str(info.value)

@@ -91,7 +91,7 @@ def test_scopes() -> None:
         ({"aws": 0}, "above 0"),
         ({"aws": 1.2}, "at most 1"),
         ({"aws": True}, "not a number"),
-        ({"aws": "ten percent"}, "not a number"),
+        ({"aws": "ten percent"}, "must be a plain decimal number"),
         ({"oracle": 0.9}, "unknown cloud"),
         ({"aws:": 0.9}, "empty family"),
         ({"aws:P4D": 0.9, "aws:p4d": 0.8}, "given twice"),
