@@ -251,8 +251,16 @@ class RowParser:
             if d is None:
                 try:
                     d = Decimal(v) if v.__class__ is str else focus.decimal(v)
-                    if not d.is_finite() or d.adjusted() >= focus.MAX_DIGITS:
-                        d = focus.decimal(v)  # raises, saying why
+                    if (
+                        not d.is_finite()
+                        or d.adjusted() >= focus.MAX_DIGITS
+                        or (d and d.adjusted() < focus.MIN_ADJUSTED)
+                        or (v.__class__ is str and not focus.PLAIN.fullmatch(v))
+                        or len(d.as_tuple().digits) > focus.MAX_SIGNIFICANT
+                    ):
+                        d = focus.decimal(v)  # raises, saying why; or the value, checked at length
+                    elif not d:
+                        d = Decimal(0)  # 0E-999999999 is 0
                 except (BadValue, InvalidOperation) as exc:
                     why = str(exc) if isinstance(exc, BadValue) else f"not a decimal: {names.show(str(v))}"
                     raise self.fail(row, line, name, why) from None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,6 +65,9 @@ ENUMS: dict[str, tuple[str, ...]] = {
 _ENUM_LOOKUP = {col: {v.lower(): v for v in values} for col, values in ENUMS.items()}
 LIMIT = Decimal("1e15")  # no charge, price or quantity in a bill is this large
 MAX_DIGITS = 15  # Decimal.adjusted() of LIMIT
+MIN_ADJUSTED = -30  # no non-zero amount in a bill is smaller than 1e-30 (a cent is 1e-2, a rate 1e-10)
+MAX_SIGNIFICANT = 40  # digits a decimal may carry (exact sums past Decimal's 28 would be rounded)
+PLAIN = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,9})?\s*", re.ASCII)
 FIRST, LAST = datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
 
 
@@ -109,7 +113,9 @@ def detect(header: Sequence[str], where: str) -> Layout:
     names = [str(h).strip().lstrip("\ufeff") for h in header]
     present = set(names)
     if len(present) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
+        from collections import Counter
+
+        twice = sorted(n for n, k in Counter(names).items() if k > 1)
         raise UsageError(f"{where}: column {_show(twice[0])} appears twice in the header")
     older = [c for c in OLDER if c in present]
     if older and not all(c in present for c in CORE):
@@ -165,14 +171,31 @@ def decimal(value: Any, non_negative: bool = False) -> Decimal:
     elif isinstance(value, float):
         out = Decimal(repr(value))
     else:
+        text = str(value)
+        if text.strip().lower() in ("nan", "snan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+            raise BadValue(f"not a finite decimal: {_show(value)}")
+        if not PLAIN.fullmatch(text):  # Decimal() also reads "1_000" and other scripts' digits
+            raise BadValue(f"not a decimal: {_show(value)}")
         try:
-            out = Decimal(str(value).strip())
+            out = Decimal(text.strip())
         except InvalidOperation:
             raise BadValue(f"not a decimal: {_show(value)}") from None
     if not out.is_finite():
         raise BadValue(f"not a finite decimal: {_show(value)}")
+    if not out:
+        return Decimal(0)  # 0E-999999999 is 0
     if abs(out) >= LIMIT:
         raise BadValue(f"out of range: {_show(value)}")
+    if out.adjusted() < MIN_ADJUSTED:
+        raise BadValue(f"below 1e{MIN_ADJUSTED} in size: {_show(value)}")
+    sign, digits, exponent = out.as_tuple()
+    if len(digits) > MAX_SIGNIFICANT:  # trailing zeros go (exactly); more significant digits are refused
+        kept = len(digits)
+        while kept > 1 and digits[kept - 1] == 0:
+            kept -= 1
+        if kept > MAX_SIGNIFICANT:
+            raise BadValue(f"more than {MAX_SIGNIFICANT} significant digits")
+        out = Decimal((sign, digits[:kept], int(exponent) + len(digits) - kept))
     if non_negative and out < 0:
         raise BadValue(f"must not be negative: {_show(value)}")
     return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuprov.billing import charges, focus, reader
+from gpuprov.errors import UsageError
 
 if TYPE_CHECKING:
     from gpuprov.store.billing import BillStore, Session
@@ -88,7 +89,11 @@ def import_files(
     periods: set[tuple[str | None, str | None, datetime | None]] = set()
     with store.session() as tx:
         for path, name in zip(paths, shown, strict=True):
-            out.append(_import_one(path, name, tx, types, periods))
+            done = _import_one(path, name, tx, types, periods)
+            same = next((o.source for o in out if o.sha256 and o.sha256 == done.sha256), None)
+            if same is not None:  # its charges would count twice
+                raise UsageError(f"{name}: the same export as {same} (sha256 {done.sha256[:12]}); nothing was stored")
+            out.append(done)
         replaced = tx.finish(periods)
     if out:
         out[0].replaced = replaced  # once, for the whole command

@@ -14,6 +14,7 @@ import csv
 import gzip
 import hashlib
 import io
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,12 @@ class _Hashing(io.RawIOBase):
 
 
 def _sniff(path: Path, where: str) -> bytes:
+    import stat
+
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block, or never end
+            raise UsageError(f"{where}: not a regular file", hint="give an export file, or - for standard input")
         with path.open("rb") as fh:
             return fh.read(4)
     except OSError as exc:
@@ -112,13 +118,25 @@ def _csv_source(raw: IO[bytes], where: str) -> Iterator[Source]:
 
 
 def _csv_rows(raw: IO[bytes], where: str) -> Iterator[Source]:
-    text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-    reader = csv.reader(text)
+    text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")  # a leading byte-order mark is no column's
+
+    def lines() -> Iterator[str]:
+        """The text a line at a time, none longer than a field may be (a file without newlines
+        would otherwise be read whole into memory before the csv module sees it)."""
+        while True:
+            line = text.readline(MAX_FIELD + 1)
+            if not line:
+                return
+            if len(line) > MAX_FIELD:
+                raise UsageError(f"{where}: a line longer than {MAX_FIELD:,} characters: not a cost export")
+            yield line
+
+    reader = csv.reader(lines())
 
     def fail(exc: BaseException) -> UsageError:
         if isinstance(exc, UnicodeDecodeError):
             return UsageError(f"{where}: line {reader.line_num + 1}: not UTF-8 text")
-        if isinstance(exc, gzip.BadGzipFile | EOFError):
+        if isinstance(exc, gzip.BadGzipFile | EOFError | zlib.error):
             return UsageError(f"{where}: a broken gzip file ({exc})")
         if isinstance(exc, OSError):
             return UsageError(f"{where}: cannot read: {exc.strerror or type(exc).__name__}")
@@ -126,7 +144,7 @@ def _csv_rows(raw: IO[bytes], where: str) -> Iterator[Source]:
 
     try:
         header = next(reader, None)
-    except (csv.Error, UnicodeDecodeError, OSError, EOFError) as exc:
+    except (csv.Error, UnicodeDecodeError, OSError, EOFError, zlib.error) as exc:
         raise fail(exc) from None
     if not header:
         raise UsageError(f"{where}: empty file: no header row", hint="a FOCUS export starts with its column names")
@@ -139,7 +157,7 @@ def _csv_rows(raw: IO[bytes], where: str) -> Iterator[Source]:
                 values = next(reader)
             except StopIteration:
                 return
-            except (csv.Error, UnicodeDecodeError, OSError, EOFError) as exc:
+            except (csv.Error, UnicodeDecodeError, OSError, EOFError, zlib.error) as exc:
                 raise fail(exc) from None
             if not values:
                 continue  # a blank line (the spec's own examples have them)

@@ -25,7 +25,7 @@ import csv
 import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -98,6 +98,13 @@ def read_user(path: str) -> tuple[Row, ...]:
 
 
 def parse_user(text: str, where: str, name: str) -> tuple[Row, ...]:
+    try:
+        return _parse_user(text, where, name)
+    except csv.Error as exc:  # a field over the csv module's limit, a stray quote
+        raise ConfigError(f"{where}: not CSV ({str(exc)[:80]})") from None
+
+
+def _parse_user(text: str, where: str, name: str) -> tuple[Row, ...]:
     from gpuprov.errors import UnknownGpuError
     from gpuprov.sizing.memory import precision as parse_precision
     from pricing.gpus import canonical
@@ -160,14 +167,16 @@ def parse_user(text: str, where: str, name: str) -> tuple[Row, ...]:
     return tuple(rows)
 
 
+MIN_RATE = Decimal("0.001")  # work a second per GPU: less is no benchmark (and would plan millions of GPUs)
+
+
 def _decimal(text: str, fail: Fail, what: str) -> Decimal:
-    try:
-        v = Decimal(text)
-    except InvalidOperation:
-        raise fail(f"{what} {text[:20]!r} is not a number") from None
-    if not v.is_finite() or v <= 0 or v > MAX_RATE:
-        raise fail(f"{what} must be a number above 0 and at most {MAX_RATE:,}")
-    return v
+    from gpuprov import numbers
+
+    try:  # the one bounded parser: plain ASCII decimals, no huge exponents or digit runs
+        return numbers.decimal(text, MIN_RATE, MAX_RATE)
+    except numbers.NumberError:
+        raise fail(f"{what} must be a plain number from {MIN_RATE} to {MAX_RATE:,}") from None
 
 
 def _int(text: str, low: int, high: int, fail: Fail, what: str) -> int:
