@@ -179,8 +179,16 @@ class _Reader:
         if value is None:
             return None
         if isinstance(value, list):
-            return ",".join(self.label(v, f"gpu[{i}]") for i, v in enumerate(value))
-        return str(value)
+            if not value:
+                raise self.fail("gpu", "must name at least one GPU type")
+            names = [self.label(v, f"gpu[{i}]") for i, v in enumerate(value)]
+        else:
+            names = [self.label(value, "gpu")]
+        for i, name in enumerate(names):  # GPU type names are short words: a, h100, a100-80gb, rtx-pro-6000
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}", name):
+                where = "gpu" if not isinstance(value, list) else f"gpu[{i}]"
+                raise self.fail(where, "must be a GPU type such as h100 or a100-80gb (letters, digits, '.', '_', '-')")
+        return ",".join(names)
 
     def hour(self, value: Any, path: str) -> int:
         text = value if isinstance(value, str) else f"{value}"

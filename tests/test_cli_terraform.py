@@ -107,7 +107,7 @@ def test_out_that_is_a_file_or_empty_is_one_line_and_writes_nothing(
     work.mkdir()
     (work / "f").write_text("x\n")
     monkeypatch.chdir(work)
-    for out, words in (("f", "is a file"), ("f/infra", "cannot write to"), ("", "needs a directory"), (" ", "needs")):
+    for out, words in (("f", "is a file"), ("f/infra", "cannot write to"), ("", "needs a path"), (" ", "needs")):
         r = runner.invoke(app, ["terraform", pid, "--out", out])
         assert r.exit_code == 2 and r.stderr.startswith("error:") and words in r.stderr, (out, r.stderr)
         assert len(r.stderr.splitlines()) == 1, r.stderr

@@ -46,7 +46,7 @@ def raise_if_obviously_infeasible(request: PlanRequest, offers: list[Offer]) -> 
         floor = _cheapest_hour(request, offers)
         if floor is not None and floor > request.budget_per_hour:
             raise InfeasibleError(
-                f"budget ${request.budget_per_hour}/h is below the cheapest cover of the "
+                f"budget ${_plain(request.budget_per_hour)}/h is below the cheapest cover of the "
                 f"peak hour, ${floor.quantize(Decimal('0.01'))}/h"
             )
 
@@ -94,7 +94,7 @@ def _caps(request: PlanRequest) -> list[str]:
 def _rules(request: PlanRequest) -> list[str]:
     parts = _caps(request)
     if request.budget_per_hour is not None:
-        parts.append(f"the ${request.budget_per_hour}/h budget")
+        parts.append(f"the ${_plain(request.budget_per_hour)}/h budget")
     if request.reserved_fixed is not None:
         parts.append("the reservations held fixed")
     if any(w.gang for w in request.workloads):
@@ -130,7 +130,7 @@ def proven_infeasible(request: PlanRequest, offers: list[Offer], clock: Clock) -
 
     families = []
     if request.budget_per_hour is not None:
-        families.append((f"the ${request.budget_per_hour}/h budget", replace(request, budget_per_hour=None)))
+        families.append((f"the ${_plain(request.budget_per_hour)}/h budget", replace(request, budget_per_hour=None)))
     if request.region_caps or request.offer_caps:
         families.append((" and ".join(_caps(request)), replace(request, region_caps={}, offer_caps={})))
     for name, relaxed in families:
@@ -194,9 +194,18 @@ def binding(
     if request.budget_per_hour is not None:
         peak = max(plan.slot_cost_usd, default=Decimal(0))
         if request.budget_per_hour - peak < Decimal("0.01") * request.budget_per_hour:
-            out.append(f"budget ${request.budget_per_hour}/h: peak slot costs ${peak}")
+            out.append(f"budget ${_plain(request.budget_per_hour)}/h: peak slot costs ${peak}")
     for a in plan.allocations:
         cap = request.offer_caps.get(a.offer.key)
         if cap is not None and max(a.instances_by_slot) >= cap:
             out.append(f"cap {cap} on {a.offer.instance_type} {a.offer.market} in {a.offer.location}")
     return tuple(out)
+
+
+def _plain(value: object) -> str:
+    """A budget as the user wrote it: 5, not 5.0000000000 (money is held to 1e-10 USD)."""
+    from decimal import Decimal
+
+    if not isinstance(value, Decimal):
+        return str(value)
+    return f"{value.normalize():f}"
