@@ -82,5 +82,5 @@ def test_a_bad_workload_name_is_one_line_naming_it(tmp_path: Path) -> None:
     policy.write_text(POLICY.replace("batch-eval", "Batch Eval"), encoding="utf-8")
     r = runner.invoke(app, ["plan", "--policy", str(policy)])
     assert r.exit_code == 2
-    assert r.stderr.startswith(f"error: {policy}: workloads.Batch Eval: a workload name is")
+    assert r.stderr.startswith(f"error: {policy}: workloads.(a key of 10 characters): a workload name is")
     assert r.stdout == ""

@@ -157,20 +157,19 @@ def test_the_aws_gang_of_issue_22_applies_on_moto(moto: tuple[PlacementGroups, s
     nodes = sum(a["instances_by_slot"][0] for a in doc["allocations"]) + sum(
         r["instances"] for r in doc["reservations"]
     )
-    applied = _cli(["apply", doc["plan_id"], "--yes", "--allow-stale", "-o", "json"], env)
+    applied = _cli(["apply", doc["plan_id"], "--yes", "--allow-stale", "--buy-later", "-o", "json"], env)
     assert applied.returncode == 0, applied.stderr
     assert "Traceback" not in applied.stderr
     assert json.loads(applied.stdout)["launch"] == nodes == 4
+    (region,) = {a["region"] for a in [*doc["allocations"], *doc["reservations"]]}  # a gang is one zone
     creates = [c for c in groups.calls if c[0] == "CreatePlacementGroup"]
     assert len(creates) == 1
     name = creates[0][1]
-    assert name.startswith("gpuprov-default-") and groups.groups[("us-east-1", name)]["strategy"] == "cluster"
+    assert name.startswith("gpuprov-default-") and groups.groups[(region, name)]["strategy"] == "cluster"
     assert groups.launched_in == [name] * nodes  # every node of the gang in its group
-    ec2 = boto3.client(
-        "ec2", region_name="us-east-1", endpoint_url=url, aws_access_key_id="t", aws_secret_access_key="t"
-    )
+    ec2 = boto3.client("ec2", region_name=region, endpoint_url=url, aws_access_key_id="t", aws_secret_access_key="t")
     running = ec2.describe_instances(Filters=[{"Name": "tag:gpuprov-owner", "Values": ["default"]}])["Reservations"]
     assert sum(len(r["Instances"]) for r in running) == nodes
-    again = _cli(["apply", doc["plan_id"], "--yes", "--allow-stale", "-o", "json"], env)
+    again = _cli(["apply", doc["plan_id"], "--yes", "--allow-stale", "--buy-later", "-o", "json"], env)
     assert again.returncode == 0 and json.loads(again.stdout)["launch"] == 0, again.stderr
     assert [c for c in groups.calls if c[0] == "CreatePlacementGroup"] == creates  # found, not made again

@@ -64,6 +64,10 @@ def test_a_week_of_rebalancing(aws: None, _isolated_db: str) -> None:
     driver = AwsDriver(regions, image=ami, sleep=lambda _s: None)
     for region in regions:  # moto does not implement placement groups: accept them
         driver.client(region).meta.events.register(
+            "before-call.ec2.DescribePlacementGroups",  # none yet: the driver creates it
+            lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroups": []}),
+        )
+        driver.client(region).meta.events.register(
             "before-call.ec2.CreatePlacementGroup",
             lambda **_: (AWSResponse("https://x", 200, {}, None), {"PlacementGroup": {}}),
         )
