@@ -204,8 +204,6 @@ def binding(
 
 def _plain(value: object) -> str:
     """A budget as the user wrote it: 5, not 5.0000000000 (money is held to 1e-10 USD)."""
-    from decimal import Decimal
-
     if not isinstance(value, Decimal):
         return str(value)
     return f"{value.normalize():f}"
